@@ -1,0 +1,86 @@
+"""Host time per call on the repeated-call path, GPU work negligible.
+
+Times (on one GPU, tiny problems, median over many calls):
+  * tma.encode on a cached request, and on a fresh one (driver call)
+  * Kernel.launch with prebuilt arguments (cuLaunchKernelEx + our config cache)
+  * rawcoop.replicate end to end (validation, descriptors, launch)
+  * cupy.matmul 256^3 fp16 (the yardstick: cuBLAS's host path)
+
+    PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def per_call_us(fn, n=2000, rounds=5):
+    fn()
+    meds = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        meds.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(meds)
+
+
+def main() -> None:
+    import cupy as cp
+    import numpy as np
+
+    import rawcoop
+    from rawcoop import device, tile_copy, tma
+    from rawcoop.launch import I32, TENSOR_MAP, get_kernel
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    res = {}
+    src = cp.asarray(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16))
+    out = cp.empty((2, 64, 64), dtype=cp.float16)
+    rawcoop.replicate(src, 2, out=out)
+    cp.cuda.Device().synchronize()
+
+    req = tma.TensorMap(tma.DType.FLOAT16, src.data.ptr, (64, 64), (128,), (64, 32))
+    tma.encode(req)
+    res["tma.encode cached"] = per_call_us(lambda: tma.encode(req))
+    counter = [0]
+
+    def fresh():
+        counter[0] += 1
+        tma._ENCODED.clear()
+        tma.encode(req)
+    res["tma.encode uncached"] = per_call_us(fresh, n=500)
+
+    k = get_kernel(tile_copy.spec(2, 2))
+    m1 = tma.encode(tma.TensorMap(tma.DType.FLOAT16, src.data.ptr, (64, 64), (128,), (64, 32)))
+    m2 = tma.encode(tma.TensorMap(tma.DType.FLOAT16, out.data.ptr, (64, 64, 2), (128, 128 * 64), (64, 64, 1)))
+    stream = cp.cuda.get_current_stream().ptr
+    smem = tile_copy.smem_bytes(2)
+
+    def raw_launch():
+        k.launch(0, (2, 1, 1), 64, smem, stream, (m1, m2, 1, 1), (TENSOR_MAP, TENSOR_MAP, I32, I32),
+                 cluster=(2, 1, 1))
+    res["Kernel.launch (cuLaunchKernelEx)"] = per_call_us(raw_launch)
+    res["rawcoop.replicate 64x64 end to end"] = per_call_us(lambda: rawcoop.replicate(src, 2, out=out))
+    a = cp.asarray(np.random.default_rng(1).standard_normal((256, 256)).astype(np.float16))
+    b = cp.asarray(np.random.default_rng(2).standard_normal((256, 256)).astype(np.float16))
+    c = cp.empty((256, 256), dtype=cp.float16)
+    res["cupy.matmul 256^3 fp16 (out=)"] = per_call_us(lambda: cp.matmul(a, b, out=c))
+    cp.cuda.Device().synchronize()
+    print(f"GPU: {device.info(0).name}")
+    for name, us in res.items():
+        print(f"{name:42s} {us:8.2f} us/call")
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

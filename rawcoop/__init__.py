@@ -1,0 +1,11 @@
+"""rawcoop: Hopper GEMM kernels in CUDA C++ with inline PTX, compiled at run
+time by NVRTC for sm_90a and launched from Python."""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .compiler import CompileError, KernelSpec  # noqa: E402
+from .tile_copy import replicate  # noqa: E402
+from .tma import TensorMapError  # noqa: E402
+
+__all__ = ["CompileError", "KernelSpec", "TensorMapError", "replicate", "__version__"]

@@ -1,0 +1,341 @@
+"""On-disk cache of compiled cubins, safe under concurrency and corruption.
+
+Layout (``config.cache_dir()``, created 0700 on first write, never at import)::
+
+    <dir>/v1/<key[:2]>/<key>.json               metadata record, written last
+    <dir>/v1/<key[:2]>/<key>-<sha16>.cubin      the cubin, named by its content
+
+The key is a sha256 over: the schema version, every kernel source and header
+the kernel uses (by relative path and content), the kernel name and defines,
+the arch, the NVRTC version and the compile options.
+
+Publishing: cubin to a temp file in the same directory, fsync, ``os.replace``;
+then the metadata record (size, sha256, cubin file name) the same way.  A
+reader trusts an entry only if the record parses and the cubin it names has
+that size and sha256; anything else is warned about, removed and rebuilt.
+Because the cubin's file name carries its hash, two processes publishing the
+same key at once can never pair one's record with the other's cubin.
+
+A per-key :class:`filelock.FileLock` in a node-local directory
+(``config.lock_dir()``) makes concurrent processes compile a key once; on a
+lock timeout or an unusable lock directory we compile anyway: correctness
+never depends on the lock.
+
+If the cache directory cannot be created or written, or is not private to us
+(owned by another user, or writable by group/others), the cache works in
+memory and warns once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import config, sources
+from .compiler import DEFAULT_ARCH, CompileResult, KernelSpec, base_options, compile_spec, nvrtc_version
+
+SCHEMA = 1
+
+
+class CacheWarning(UserWarning):
+    pass
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    compiled: int = 0
+    corrupt: int = 0
+
+
+def cache_key(spec: KernelSpec, arch: str = DEFAULT_ARCH, options: list[str] | None = None) -> str:
+    files = sources.closure(spec.source)
+    record = {
+        "schema": SCHEMA,
+        "sources": sources.digest(files),
+        "kernel": spec.name,
+        "main": spec.source,
+        "defines": [list(d) for d in spec.defines],
+        "arch": arch,
+        "nvrtc": list(nvrtc_version()),
+        "options": list(options if options is not None else base_options(arch)),
+    }
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
+
+
+class KernelCache:
+    """Compiled cubins by key: memory first, then disk, then NVRTC."""
+
+    def __init__(self, directory: Path | str | None = None, in_memory: bool | None = None):
+        self._explicit_dir = Path(directory) if directory is not None else None
+        self._force_memory = in_memory
+        self._memory: dict[str, bytes] = {}
+        self._logs: dict[str, str] = {}
+        self._mutex = threading.Lock()
+        self._fallback_reason: str | None = None
+        self.stats = CacheStats()
+
+    # ----------------------------------------------------------------- where
+    @property
+    def directory(self) -> Path:
+        return self._explicit_dir if self._explicit_dir is not None else config.cache_dir()
+
+    @property
+    def root(self) -> Path:
+        return self.directory / f"v{SCHEMA}"
+
+    def in_memory(self) -> bool:
+        if self._force_memory is not None:
+            return self._force_memory
+        return config.cache_in_memory() or self._fallback_reason is not None
+
+    def _fall_back(self, reason: str) -> None:
+        if self._fallback_reason is None:
+            self._fallback_reason = reason
+            warnings.warn(f"rawcoop: kernel cache {self.directory} unusable ({reason}); "
+                          "compiled kernels are kept in memory for this process", CacheWarning,
+                          stacklevel=4)
+
+    def _ensure_private_dir(self, path: Path) -> bool:
+        """Create ``path`` (0700) if needed; True if it is ours and private."""
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = path.stat()
+        except OSError as e:
+            self._fall_back(f"cannot create: {e.strerror or e}")
+            return False
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            self._fall_back(f"{path} is owned by uid {st.st_uid}, not by us")
+            return False
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            self._fall_back(f"{path} is writable by other users")
+            return False
+        if not os.access(path, os.W_OK | os.X_OK):
+            self._fall_back(f"{path} is not writable")
+            return False
+        return True
+
+    def _entry_dir(self, key: str) -> Path:
+        return self.root / key[:2]
+
+    # ----------------------------------------------------------------- read
+    def _remove_entry(self, key: str) -> None:
+        d = self._entry_dir(key)
+        for p in list(d.glob(f"{key}.json")) + list(d.glob(f"{key}-*.cubin")):
+            try:
+                p.unlink()
+            except OSError:
+                pass
+
+    def _load(self, key: str) -> bytes | None:
+        d = self._entry_dir(key)
+        meta_path = d / f"{key}.json"
+        try:
+            meta_raw = meta_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError:
+            return None
+        try:
+            st = meta_path.stat()
+            if hasattr(os, "getuid") and st.st_uid != os.getuid():
+                warnings.warn(f"rawcoop: ignoring cache entry {meta_path} owned by uid {st.st_uid}",
+                              CacheWarning, stacklevel=4)
+                return None
+            meta = json.loads(meta_raw)
+            cubin_path = d / meta["cubin"]
+            if Path(meta["cubin"]).name != meta["cubin"]:
+                raise ValueError("cubin name escapes the entry directory")
+            data = cubin_path.read_bytes()
+            if len(data) != meta["size"]:
+                raise ValueError(f"size {len(data)} != recorded {meta['size']}")
+            if hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                raise ValueError("sha256 mismatch")
+        except (ValueError, KeyError, TypeError, OSError) as e:
+            self.stats.corrupt += 1
+            warnings.warn(f"rawcoop: corrupt cache entry {key[:16]}… in {d} ({e}); removing and rebuilding",
+                          CacheWarning, stacklevel=4)
+            self._remove_entry(key)
+            return None
+        self._logs[key] = meta.get("log", "")
+        return data
+
+    # ----------------------------------------------------------------- write
+    def _publish(self, key: str, spec: KernelSpec, arch: str, result: CompileResult) -> None:
+        if not self._ensure_private_dir(self.directory):
+            return
+        d = self._entry_dir(key)
+        try:
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            sha = hashlib.sha256(result.cubin).hexdigest()
+            cubin_name = f"{key}-{sha[:16]}.cubin"
+            _atomic_write(d / cubin_name, result.cubin)
+            meta = {
+                "schema": SCHEMA, "key": key, "kernel": spec.name, "label": spec.label,
+                "arch": arch, "nvrtc": list(nvrtc_version()), "options": result.options,
+                "cubin": cubin_name, "size": len(result.cubin), "sha256": sha,
+                "compile_seconds": round(result.seconds, 4), "created": time.time(),
+                "log": result.log,
+            }
+            _atomic_write(d / f"{key}.json", json.dumps(meta, indent=1).encode())
+        except OSError as e:
+            self._fall_back(f"cannot write: {e.strerror or e}")
+
+    # ----------------------------------------------------------------- main
+    def get(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> bytes:
+        """The cubin for ``spec``: from memory, disk, or a fresh compile."""
+        key = cache_key(spec, arch)
+        with self._mutex:
+            hit = self._memory.get(key)
+            if hit is not None and not config.always_compile():
+                self.stats.hits += 1
+                return hit
+            use_disk = not self.in_memory()
+            if use_disk and not config.always_compile():
+                data = self._load(key)
+                if data is not None:
+                    self._memory[key] = data
+                    self.stats.hits += 1
+                    return data
+            if not use_disk:
+                result = compile_spec(spec, arch)
+                return self._remember(key, result)
+            with self._compile_lock(key):
+                if not config.always_compile():
+                    data = self._load(key)  # someone else compiled it while we waited
+                    if data is not None:
+                        self._memory[key] = data
+                        self.stats.hits += 1
+                        return data
+                result = compile_spec(spec, arch)
+                self._publish(key, spec, arch, result)
+                return self._remember(key, result)
+
+    def _remember(self, key: str, result: CompileResult) -> bytes:
+        self._memory[key] = result.cubin
+        self._logs[key] = result.log
+        self.stats.compiled += 1
+        return result.cubin
+
+    def log(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> str:
+        """The NVRTC/ptxas log of the cached build (resource usage lives here)."""
+        key = cache_key(spec, arch)
+        if key not in self._logs:
+            self.get(spec, arch)
+        return self._logs.get(key, "")
+
+    def _compile_lock(self, key: str):
+        import contextlib
+        try:
+            from filelock import FileLock, Timeout
+        except ImportError:  # pragma: no cover - filelock is a dependency
+            return contextlib.nullcontext()
+        ldir = config.lock_dir()
+        try:
+            ldir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError:
+            return contextlib.nullcontext()
+        lock = FileLock(str(ldir / f"{key}.lock"), timeout=config.lock_timeout())
+
+        @contextlib.contextmanager
+        def held():
+            acquired = False
+            try:
+                lock.acquire()
+                acquired = True
+            except Timeout:
+                warnings.warn(f"rawcoop: timed out waiting for another process compiling {key[:16]}…; "
+                              "compiling here too", CacheWarning, stacklevel=5)
+            except OSError:
+                pass
+            try:
+                yield
+            finally:
+                if acquired:
+                    lock.release()
+        return held()
+
+    # ----------------------------------------------------------------- admin
+    def contains(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> bool:
+        key = cache_key(spec, arch)
+        return key in self._memory or (not self.in_memory() and (self._entry_dir(key) / f"{key}.json").exists())
+
+    def entries(self) -> list[dict]:
+        out = []
+        if not self.root.is_dir():
+            return out
+        for meta in sorted(self.root.glob("*/*.json")):
+            try:
+                out.append(json.loads(meta.read_text()))
+            except (OSError, ValueError):
+                continue
+        return out
+
+    def size_bytes(self) -> int:
+        if not self.root.is_dir():
+            return 0
+        return sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file())
+
+    def clear(self) -> int:
+        """Remove every entry; returns the number of files removed."""
+        n = 0
+        if self.root.is_dir():
+            for p in sorted(self.root.rglob("*"), reverse=True):
+                try:
+                    if p.is_dir():
+                        p.rmdir()
+                    else:
+                        p.unlink()
+                        n += 1
+                except OSError:
+                    pass
+        self._memory.clear()
+        return n
+
+
+_default: KernelCache | None = None
+
+
+def default_cache() -> KernelCache:
+    global _default
+    if _default is None:
+        _default = KernelCache()
+    return _default

@@ -1,0 +1,169 @@
+"""NVRTC: kernel source + our headers + compile-time defines -> sm_90a cubin.
+
+A :class:`KernelSpec` names one kernel configuration: the source file in
+``kernels/``, the ``extern "C"`` entry point, and the ``-D`` defines that bake
+the configuration in as constants.  :func:`compile_spec` compiles it; it never
+touches the disk cache (see :mod:`rawcoop.cache`).
+
+Options (measured in bench/NOTES.md): ``-minimal`` (skips NVRTC's implicit
+CUDA runtime declarations, which our header-free sources do not need; ~35%
+faster on small kernels) where the NVRTC version accepts it.  ``--pch`` was
+measured and is not used: our sources include no heavy headers, it made a
+small compile slower, and it writes a ``.pch`` file into the working
+directory.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from . import config, sources
+from ._cuda import nvrtc, nvrtc_check
+
+DEFAULT_ARCH = "sm_90a"
+
+
+class CompileError(RuntimeError):
+    """NVRTC rejected a kernel.  Carries the log, kernel name, options, arch."""
+
+    def __init__(self, kernel: str, arch: str, options: list[str], log: str, reason: str = ""):
+        self.kernel = kernel
+        self.arch = arch
+        self.options = list(options)
+        self.log = log
+        head = f"NVRTC failed to compile kernel {kernel!r} for {arch}"
+        if reason:
+            head += f" ({reason})"
+        super().__init__(f"{head}\noptions: {' '.join(options)}\n--- NVRTC log ---\n{log.strip()}")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One compiled configuration of one kernel."""
+
+    source: str                      # path relative to kernels/, e.g. "tile_copy.cu"
+    name: str                        # extern "C" entry point
+    defines: tuple = field(default=())  # sorted ((NAME, value), ...)
+
+    @staticmethod
+    def make(source: str, name: str, **defines) -> "KernelSpec":
+        return KernelSpec(source, name, tuple(sorted((k, int(v) if isinstance(v, bool) else v)
+                                                     for k, v in defines.items())))
+
+    @property
+    def label(self) -> str:
+        d = ",".join(f"{k}={v}" for k, v in self.defines)
+        return f"{self.name}[{d}]" if d else self.name
+
+    def define_options(self) -> list[str]:
+        return [f"-D{k}={v}" for k, v in self.defines]
+
+
+@dataclass
+class CompileResult:
+    cubin: bytes
+    ptx: str | None
+    log: str
+    options: list[str]
+    seconds: float
+
+
+@lru_cache(maxsize=None)
+def nvrtc_version() -> tuple[int, int]:
+    major, minor = nvrtc_check(nvrtc.nvrtcVersion(), "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@lru_cache(maxsize=None)
+def supported_archs() -> tuple[int, ...]:
+    return tuple(int(a) for a in nvrtc_check(nvrtc.nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
+
+
+def base_options(arch: str = DEFAULT_ARCH) -> list[str]:
+    """The options every kernel is compiled with (part of the cache key)."""
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v",
+            "--device-as-default-execution-space"]
+    if nvrtc_version() >= (12, 4):
+        opts.append("-minimal")
+    if config.lineinfo():
+        opts.append("-lineinfo")
+    return opts
+
+
+def _log(prog) -> str:
+    size = nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+    buf = b" " * size
+    nvrtc_check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
+    return buf.rstrip(b"\x00").decode(errors="replace")
+
+
+def compile_spec(spec: KernelSpec, arch: str = DEFAULT_ARCH, want_ptx: bool = False,
+                 options: list[str] | None = None) -> CompileResult:
+    """Compile ``spec``; raise :class:`CompileError` (no cubin) on failure."""
+    if int(arch.removeprefix("sm_").rstrip("a")) not in supported_archs():
+        raise CompileError(spec.name, arch, [], "", f"NVRTC {nvrtc_version()} does not support {arch}")
+    files = sources.closure(spec.source)
+    main_text = files[spec.source]
+    headers = [(rel, text) for rel, text in files.items() if rel != spec.source]
+    opts = (options if options is not None else base_options(arch)) + spec.define_options()
+    want_ptx = want_ptx or config.dump_dir() is not None
+    t0 = time.perf_counter()
+    prog = nvrtc_check(nvrtc.nvrtcCreateProgram(
+        main_text.encode(), spec.source.encode(), len(headers),
+        [t.encode() for _, t in headers], [r.encode() for r, _ in headers]), "nvrtcCreateProgram")
+    try:
+        ret = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log = _log(prog)
+        if ret[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise CompileError(spec.name, arch, opts, log, nvrtc.nvrtcGetErrorString(ret[0])[1].decode())
+        size = nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+        if size == 0:
+            raise CompileError(spec.name, arch, opts, log, "NVRTC produced no cubin")
+        cubin = b" " * size
+        nvrtc_check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
+        ptx = None
+        if want_ptx:
+            psize = nvrtc_check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            pbuf = b" " * psize
+            nvrtc_check(nvrtc.nvrtcGetPTX(prog, pbuf), "nvrtcGetPTX")
+            ptx = pbuf.rstrip(b"\x00").decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    seconds = time.perf_counter() - t0
+    result = CompileResult(bytes(cubin), ptx, log, opts, seconds)
+    _dump(spec, files, result)
+    return result
+
+
+def _dump(spec: KernelSpec, files: dict[str, str], result: CompileResult) -> None:
+    d = config.dump_dir()
+    if d is None:
+        return
+    import hashlib
+    tag = spec.name + "-" + hashlib.sha256(repr(spec).encode()).hexdigest()[:10]
+    out = d / tag
+    out.mkdir(parents=True, exist_ok=True)
+    for rel, text in files.items():
+        (out / rel).write_text(text)
+    (out / "options.txt").write_text("\n".join(result.options) + "\n")
+    (out / "nvrtc.log").write_text(result.log)
+    (out / f"{spec.name}.cubin").write_bytes(result.cubin)
+    if result.ptx is not None:
+        (out / f"{spec.name}.ptx").write_text(result.ptx)
+
+
+def resource_usage(log: str) -> dict:
+    """Parse ptxas ``-v`` output: registers, shared memory, spills, stack."""
+    import re
+    info: dict = {}
+    m = re.search(r"Used (\d+) registers", log)
+    if m:
+        info["registers"] = int(m.group(1))
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    if m:
+        info["stack"], info["spill_stores"], info["spill_loads"] = map(int, m.groups())
+    m = re.search(r"(\d+) bytes smem", log)
+    if m:
+        info["static_smem"] = int(m.group(1))
+    return info

@@ -1,0 +1,113 @@
+"""GPU detection and per-device facts, read once per device and cached.
+
+CuPy owns the CUDA contexts (the runtime's primary context per device); the
+driver-API calls we make (module load, tensor maps, launches) run in that same
+primary context.  Without a driver, ``cuda.bindings.driver.cuInit`` raises
+instead of returning an error and any CuPy device call raises
+``CUDARuntimeError``: both mean "no GPU".
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ._cuda import check, driver
+
+
+@lru_cache(maxsize=None)
+def _driver_ready() -> bool:
+    try:
+        err, = driver.cuInit(0)
+    except Exception:
+        return False
+    return err == driver.CUresult.CUDA_SUCCESS
+
+
+def gpu_count() -> int:
+    """Number of CUDA devices, 0 when there is no driver or no GPU."""
+    if not _driver_ready():
+        return 0
+    try:
+        err, n = driver.cuDeviceGetCount()
+    except Exception:
+        return 0
+    return int(n) if err == driver.CUresult.CUDA_SUCCESS else 0
+
+
+def has_gpu() -> bool:
+    return gpu_count() > 0
+
+
+def has_hopper() -> bool:
+    return any(info(d).cc == (9, 0) for d in range(gpu_count()))
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    ordinal: int
+    name: str
+    cc: tuple[int, int]
+    sm_count: int
+    max_smem_per_block_optin: int
+    l2_bytes: int
+    driver_version: int
+
+
+_A = driver.CUdevice_attribute
+
+
+@lru_cache(maxsize=None)
+def info(ordinal: int) -> DeviceInfo:
+    if not _driver_ready():
+        raise RuntimeError("no CUDA driver available")
+    dev = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+
+    def attr(a):
+        return int(check(driver.cuDeviceGetAttribute(a, dev), "cuDeviceGetAttribute"))
+
+    name = check(driver.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    name = name.split(b"\x00")[0].decode() if isinstance(name, bytes) else str(name)
+    return DeviceInfo(
+        ordinal=ordinal, name=name,
+        cc=(attr(_A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+            attr(_A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)),
+        sm_count=attr(_A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+        max_smem_per_block_optin=attr(_A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        l2_bytes=attr(_A.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
+        driver_version=int(check(driver.cuDriverGetVersion(), "cuDriverGetVersion")),
+    )
+
+
+_ctx_lock = threading.Lock()
+_primary: dict[int, object] = {}
+
+
+def primary_context(ordinal: int):
+    """The device's primary context (the one CuPy and the runtime use)."""
+    ctx = _primary.get(ordinal)
+    if ctx is None:
+        with _ctx_lock:
+            ctx = _primary.get(ordinal)
+            if ctx is None:
+                dev = check(driver.cuDeviceGet(ordinal), "cuDeviceGet")
+                ctx = check(driver.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _primary[ordinal] = ctx
+    return ctx
+
+
+@contextlib.contextmanager
+def on_device(ordinal: int):
+    """Make ``ordinal``'s primary context current for driver calls, restoring
+    the caller's context afterwards (no change at all in the common case)."""
+    ctx = primary_context(ordinal)
+    prev = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if int(prev) == int(ctx):
+        yield
+        return
+    check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    try:
+        yield
+    finally:
+        check(driver.cuCtxSetCurrent(prev), "cuCtxSetCurrent")

@@ -1,0 +1,159 @@
+"""Loading compiled kernels per device and launching them with
+``cuLaunchKernelEx`` (grid, 1-D block, dynamic shared memory, cluster
+dimensions, optional programmatic stream serialization).
+
+A :class:`Kernel` is one :class:`~rawcoop.compiler.KernelSpec`.  Its module is
+loaded once per device, in that device's primary context, and cached by
+(device, cache key): a function loaded on one GPU is never launched on
+another.  Launch configurations are built once per (device, grid, block,
+smem, cluster) and reused, so the repeated-call path only sets the stream.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from . import device as _device
+from ._cuda import check, driver
+from .cache import KernelCache, cache_key, default_cache
+from .compiler import DEFAULT_ARCH, KernelSpec
+
+_FA = driver.CUfunction_attribute
+
+# Kernel-parameter helpers: cuda-bindings' (values, types) form.  A type of
+# None passes an object with getPtr() (CUtensorMap) by its bytes.
+TENSOR_MAP = None
+I32 = ctypes.c_int32
+U32 = ctypes.c_uint32
+I64 = ctypes.c_int64
+F32 = ctypes.c_float
+PTR = ctypes.c_void_p
+
+
+class Kernel:
+    def __init__(self, spec: KernelSpec, cache: KernelCache | None = None, arch: str = DEFAULT_ARCH):
+        self.spec = spec
+        self.arch = arch
+        self._cache = cache
+        self._lock = threading.Lock()
+        self._functions: dict[int, object] = {}     # device -> CUfunction
+        self._modules: dict[int, object] = {}
+        self._smem_set: dict[int, int] = {}
+        self._tls = threading.local()
+
+    @property
+    def cache(self) -> KernelCache:
+        return self._cache if self._cache is not None else default_cache()
+
+    def cubin(self) -> bytes:
+        return self.cache.get(self.spec, self.arch)
+
+    def log(self) -> str:
+        return self.cache.log(self.spec, self.arch)
+
+    # ------------------------------------------------------------ per device
+    def function(self, dev: int):
+        fn = self._functions.get(dev)
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._functions.get(dev)
+            if fn is None:
+                info = _device.info(dev)
+                if info.cc != (9, 0):
+                    raise RuntimeError(f"{self.spec.name} needs an sm_90 (Hopper) GPU; device {dev} "
+                                       f"is {info.name} (sm_{info.cc[0]}{info.cc[1]})")
+                data = self.cubin()
+                with _device.on_device(dev):
+                    mod = check(driver.cuModuleLoadData(data), "cuModuleLoadData")
+                    fn = check(driver.cuModuleGetFunction(mod, self.spec.name.encode()),
+                               "cuModuleGetFunction")
+                self._modules[dev] = mod
+                self._functions[dev] = fn
+        return fn
+
+    def _ensure_smem(self, dev: int, fn, smem: int) -> None:
+        if self._smem_set.get(dev, 0) >= smem:
+            return
+        limit = _device.info(dev).max_smem_per_block_optin
+        if smem > limit:
+            raise ValueError(f"{self.spec.label} needs {smem} B of shared memory; device {dev} allows {limit}")
+        check(driver.cuFuncSetAttribute(fn, _FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+              "cuFuncSetAttribute")
+        self._smem_set[dev] = smem
+
+    def attribute(self, dev: int, attr) -> int:
+        with _device.on_device(dev):
+            return int(check(driver.cuFuncGetAttribute(attr, self.function(dev)), "cuFuncGetAttribute"))
+
+    def registers(self, dev: int) -> int:
+        return self.attribute(dev, _FA.CU_FUNC_ATTRIBUTE_NUM_REGS)
+
+    # ------------------------------------------------------------ launch
+    def _config(self, dev: int, grid, block: int, smem: int, cluster, pdl: bool):
+        cache = getattr(self._tls, "configs", None)
+        if cache is None:
+            cache = self._tls.configs = {}
+        key = (dev, grid, block, smem, cluster, pdl)
+        cfg = cache.get(key)
+        if cfg is None:
+            fn = self.function(dev)
+            self._ensure_smem(dev, fn, smem)
+            cfg = driver.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+            cfg.sharedMemBytes = smem
+            attrs = []
+            if cluster != (1, 1, 1):
+                for g, c in zip(grid, cluster):
+                    if g % c:
+                        raise ValueError(f"grid {grid} is not a multiple of the cluster {cluster}")
+                a = driver.CUlaunchAttribute()
+                a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster
+                attrs.append(a)
+            if pdl:
+                a = driver.CUlaunchAttribute()
+                a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                a.value.programmaticStreamSerializationAllowed = 1
+                attrs.append(a)
+            cfg.attrs = attrs
+            cfg.numAttrs = len(attrs)
+            cache[key] = cfg
+        return cfg
+
+    def launch(self, dev: int, grid, block: int, smem: int, stream: int, args, types,
+               cluster=(1, 1, 1), pdl: bool = False) -> None:
+        """Launch on device ``dev`` (whose primary context must be current:
+        use :func:`rawcoop.device.on_device`) on the raw stream handle ``stream``."""
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        cluster = tuple(cluster) + (1,) * (3 - len(cluster))
+        cfg = self._config(dev, grid, block, smem, cluster, pdl)
+        cfg.hStream = driver.CUstream(stream)
+        check(driver.cuLaunchKernelEx(cfg, self._functions[dev], (tuple(args), tuple(types)), 0),
+              "cuLaunchKernelEx")
+
+    def max_active_clusters(self, dev: int, block: int, smem: int, cluster) -> int:
+        """``cuOccupancyMaxActiveClusters`` for this kernel, block, smem, cluster."""
+        cluster = tuple(cluster) + (1,) * (3 - len(cluster))
+        with _device.on_device(dev):
+            cfg = self._config(dev, cluster, block, smem, cluster, False)
+            cfg.hStream = driver.CUstream(0)
+            return int(check(driver.cuOccupancyMaxActiveClusters(self._functions[dev], cfg),
+                             "cuOccupancyMaxActiveClusters"))
+
+
+_kernels: dict[tuple, Kernel] = {}
+_kernels_lock = threading.Lock()
+
+
+def get_kernel(spec: KernelSpec, arch: str = DEFAULT_ARCH) -> Kernel:
+    """The process-wide :class:`Kernel` for ``spec`` (one per spec)."""
+    k = _kernels.get((spec, arch))
+    if k is None:
+        with _kernels_lock:
+            k = _kernels.setdefault((spec, arch), Kernel(spec, arch=arch))
+    return k
+
+
+__all__ = ["Kernel", "get_kernel", "cache_key", "TENSOR_MAP", "I32", "U32", "I64", "F32", "PTR"]

@@ -1,0 +1,34 @@
+"""Every kernel configuration rawcoop can launch, for warm-up and the CPU
+compile tests.  Each op module contributes its ``all_specs()``."""
+from __future__ import annotations
+
+from .compiler import KernelSpec
+
+
+def all_specs() -> list[KernelSpec]:
+    from . import tile_copy
+    specs: list[KernelSpec] = []
+    specs += tile_copy.all_specs()
+    try:
+        from . import gemm_configs
+    except ImportError:
+        pass
+    else:
+        specs += gemm_configs.all_specs()
+    return specs
+
+
+def expected_instructions(spec: KernelSpec) -> list[str]:
+    """PTX mnemonics each kernel must contain (checked by the CPU tests)."""
+    if spec.name == "tile_replicate":
+        want = ["cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group",
+                "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "cp.async.bulk.wait_group.read"]
+        if dict(spec.defines)["CLUSTER"] > 1:
+            want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive"]
+        return want
+    try:
+        from . import gemm_configs
+        return gemm_configs.expected_instructions(spec)
+    except ImportError:
+        return []
