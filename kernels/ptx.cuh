@@ -118,3 +118,44 @@ RC_DEVICE void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;"
 // Order this thread's generic-proxy shared-memory writes before later
 // async-proxy (TMA store, wgmma) reads of them.
 RC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// ---------------------------------------------------------------- warpgroups
+// Register reconfiguration: every warp of the warpgroup executes the same one.
+template <int N>
+RC_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(N)); }
+template <int N>
+RC_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(N)); }
+
+// Named barrier among `threads` threads (a multiple of 32); id 0 is __syncthreads.
+RC_DEVICE void named_barrier_sync(u32 id, u32 threads) {
+    asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+
+RC_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+RC_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+RC_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+
+// Shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle
+// layout: rows of 128 B, 8-row atoms 1024 B apart (SBO), LBO unused (1),
+// base offset 0 (tiles are 1024-byte aligned), layout type 1 = SWIZZLE_128B.
+RC_DEVICE u64 smem_desc_k128(u32 addr) {
+    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024u >> 4) << 32) | ((u64)1 << 62);
+}
+
+// ---------------------------------------------------------------- conversions
+// Two fp32 -> packed pair, `lo` in the low 16 bits (cvt puts its first source high).
+RC_DEVICE u32 pack_bf16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+RC_DEVICE u32 pack_f16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+RC_DEVICE void st_shared_u32(u32 addr, u32 v) {
+    asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
+}

@@ -217,7 +217,8 @@ def matrix(dtype, address: int, rows: int, cols: int, row_stride_elems: int, box
     """A row-major (optionally batched) matrix as a rank-2 (or rank-3) map."""
     dt = dtype_of(dtype) if not isinstance(dtype, DType) else dtype
     eb = ELEMENT_BYTES[dt]
-    dims = (cols, rows) if batch == 1 and not kw.pop("force_rank3", False) else (cols, rows, batch)
+    force_rank3 = kw.pop("force_rank3", False)
+    dims = (cols, rows) if batch == 1 and not force_rank3 else (cols, rows, batch)
     strides = (row_stride_elems * eb,) if len(dims) == 2 else (row_stride_elems * eb, batch_stride_elems * eb)
     box = (box_cols, box_rows) if len(dims) == 2 else (box_cols, box_rows, 1)
     return TensorMap(dt, address, dims, strides, box, swizzle=swizzle, **kw)

@@ -1,0 +1,23 @@
+// Persistent tile scheduler, device side.  rawcoop/scheduler.py is the host
+// side of the same contract: both must walk the identical sequence.
+//
+// CTA b of a grid of G CTAs handles linear tile indices b, b + G, b + 2G, ...
+// A linear index maps to an output tile in grouped ("swizzled") raster order:
+// tiles are walked in groups of `group` tile-rows; inside a group, down the
+// rows first, then across the columns.  CTAs running at the same time then
+// share A row-blocks and B column-blocks in L2.  The last group may be shorter.
+#pragma once
+
+struct TileCoord {
+    int m, n;
+};
+
+static __device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int tiles_n, int group) {
+    const int per_group = group * tiles_n;
+    const int g = t / per_group;
+    const int first_m = g * group;
+    const int left = tiles_m - first_m;
+    const int rows = left < group ? left : group;
+    const int r = t - g * per_group;
+    return TileCoord{first_m + r % rows, r / rows};
+}

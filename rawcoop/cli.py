@@ -1,0 +1,144 @@
+"""``python -m rawcoop [info | warmup | cache info|clear | demo]``.
+
+With no arguments: on a Hopper GPU, a short demo of what exists; without one,
+the warm-up (which needs no GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _versions() -> dict:
+    import rawcoop
+    from . import compiler, device
+    from ._cuda import bindings_version
+    out = {"rawcoop": rawcoop.__version__, "cuda-bindings": bindings_version(),
+           "nvrtc": ".".join(map(str, compiler.nvrtc_version()))}
+    try:
+        import cupy
+        out["cupy"] = cupy.__version__
+    except Exception as e:  # noqa: BLE001
+        out["cupy"] = f"unavailable ({type(e).__name__})"
+    n = device.gpu_count()
+    if n:
+        drv = device.info(0).driver_version
+        out["driver"] = f"{drv // 1000}.{(drv % 1000) // 10}"
+        out["gpus"] = [f"{i}: {device.info(i).name} (sm_{device.info(i).cc[0]}{device.info(i).cc[1]}, "
+                       f"{device.info(i).sm_count} SMs)" for i in range(n)]
+    else:
+        out["driver"] = "none"
+        out["gpus"] = "no GPU"
+    return out
+
+
+def cmd_info(args) -> int:
+    from .cache import default_cache
+    v = _versions()
+    cache = default_cache()
+    for k, val in v.items():
+        if isinstance(val, list):
+            print(f"{k:14s}")
+            for line in val:
+                print(f"  {line}")
+        else:
+            print(f"{k:14s}{val}")
+    print(f"{'cache dir':14s}{cache.directory}" + ("" if cache.directory.exists() else " (not created yet)"))
+    print(f"{'cache size':14s}{cache.size_bytes() / 1e6:.2f} MB in {len(cache.entries())} entries")
+    return 0
+
+
+def _select_specs(args):
+    from . import registry
+    specs = registry.all_specs()
+    if getattr(args, "kernel", None):
+        specs = [s for s in specs if any(k in s.label for k in args.kernel)]
+    return specs
+
+
+def cmd_warmup(args) -> int:
+    from .warmup import warmup
+    specs = _select_specs(args)
+    report = warmup(specs, jobs=args.jobs, timeout=args.timeout, show_progress=not args.quiet)
+    for o in report.failed:
+        print(f"FAILED {o.spec.label}: {o.error.strip().splitlines()[0] if o.error.strip() else ''}",
+              file=sys.stderr)
+    print(report.summary())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report.to_json(), f, indent=1)
+    return 1 if report.failed else 0
+
+
+def cmd_cache(args) -> int:
+    from .cache import default_cache
+    cache = default_cache()
+    if args.action == "clear":
+        n = cache.clear()
+        print(f"removed {n} files from {cache.root}")
+        return 0
+    entries = cache.entries()
+    print(f"cache dir  {cache.directory}")
+    print(f"entries    {len(entries)}, {cache.size_bytes() / 1e6:.2f} MB")
+    for e in entries:
+        print(f"  {e.get('key', '?')[:12]}  {e.get('size', 0):8d} B  nvrtc {'.'.join(map(str, e.get('nvrtc', [])))}"
+              f"  {e.get('label', e.get('kernel', '?'))}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    import cupy as cp
+    import numpy as np
+
+    import rawcoop
+    from . import device
+    info = device.info(0)
+    print(f"rawcoop {rawcoop.__version__} on {info.name} ({info.sm_count} SMs)")
+    rng = np.random.default_rng(0)
+    src = cp.asarray(rng.standard_normal((4099, 4104)).astype(np.float16))
+    t0 = time.perf_counter()
+    out = rawcoop.replicate(src, 2)
+    cp.cuda.get_current_stream().synchronize()
+    ok = all(bool(cp.array_equal(out[r].view(cp.uint16), src.view(cp.uint16))) for r in range(2))
+    print(f"replicate 4099x4104 fp16 through TMA multicast in clusters of 2: "
+          f"{'bit-exact' if ok else 'MISMATCH'} ({(time.perf_counter() - t0) * 1e3:.1f} ms incl. compile/load)")
+    if hasattr(rawcoop, "gemm"):
+        import ml_dtypes
+        a = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
+        bt = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
+        d = rawcoop.gemm(a, bt.T)
+        ref = a.astype(cp.float32) @ bt.T.astype(cp.float32)
+        err = float(cp.linalg.norm(d.astype(cp.float32) - ref) / cp.linalg.norm(ref))
+        print(f"gemm 2048^3 bf16: relative Frobenius error vs fp32 {err:.2e}")
+        ok = ok and err < 1e-2
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rawcoop", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd")
+    sub.add_parser("info", help="versions, GPUs, cache location and size")
+    w = sub.add_parser("warmup", help="compile every registered kernel configuration into the cache (no GPU needed)")
+    w.add_argument("--jobs", type=int, default=None, help="worker processes (default: number of CPUs)")
+    w.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per configuration")
+    w.add_argument("--kernel", action="append", help="only configurations whose label contains this (repeatable)")
+    w.add_argument("--json", help="write a JSON report here")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
+    c = sub.add_parser("cache", help="inspect or clear the kernel cache")
+    c.add_argument("action", choices=["info", "clear"])
+    sub.add_parser("demo", help="run the kernels once on the GPU and check them")
+    args = ap.parse_args(argv)
+    if args.cmd is None:
+        from . import device
+        if device.has_hopper():
+            return cmd_demo(args)
+        print("no Hopper GPU here: warming the kernel cache instead (python -m rawcoop --help for more)")
+        args = ap.parse_args(["warmup"])
+    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
