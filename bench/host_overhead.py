@@ -74,6 +74,9 @@ def main() -> None:
     b = cp.asarray(np.random.default_rng(2).standard_normal((256, 256)).astype(np.float16))
     c = cp.empty((256, 256), dtype=cp.float16)
     res["cupy.matmul 256^3 fp16 (out=)"] = per_call_us(lambda: cp.matmul(a, b, out=c))
+    bt = cp.ascontiguousarray(b.T)
+    res["rawcoop.gemm 256^3 fp16 (out=)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T, out=c))
+    res["rawcoop.gemm 256^3 fp16 (new out)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T))
     cp.cuda.Device().synchronize()
     print(f"GPU: {device.info(0).name}")
     for name, us in res.items():

@@ -9,8 +9,25 @@ parent blames the spec that STARTed without finishing and re-queues the rest.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
+
+
+def _inject_fault(label: str) -> None:
+    """Fault injection for the crash-isolation tests:
+    ``RAWCOOP_WARMUP_FAULT=<label substring>=segv|hang`` makes this worker die
+    (SIGSEGV, as a crashing NVRTC would) or hang on matching configurations."""
+    spec = os.environ.get("RAWCOOP_WARMUP_FAULT")
+    if not spec:
+        return
+    needle, _, kind = spec.rpartition("=")
+    if needle and needle in label:
+        if kind == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        elif kind == "hang":
+            time.sleep(3600)
 
 
 def main() -> int:
@@ -23,6 +40,7 @@ def main() -> int:
         i = job["index"]
         spec = KernelSpec(job["source"], job["name"], tuple(tuple(d) for d in job["defines"]))
         print(f"START {i}", flush=True)
+        _inject_fault(spec.label)
         t0 = time.perf_counter()
         before = cache.stats.compiled
         try:

@@ -153,6 +153,21 @@ class KernelCache:
             return False
         return True
 
+    def _private_for_read(self) -> bool:
+        """False (and fall back to memory) if the existing cache directory is not
+        ours or is writable by others: its entries could have been planted."""
+        try:
+            st = self.directory.stat()
+        except OSError:
+            return True  # nothing there to read; _publish decides about creating it
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            self._fall_back(f"{self.directory} is owned by uid {st.st_uid}, not by us")
+            return False
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            self._fall_back(f"{self.directory} is writable by other users")
+            return False
+        return True
+
     def _entry_dir(self, key: str) -> Path:
         return self.root / key[:2]
 
@@ -204,7 +219,8 @@ class KernelCache:
             return
         d = self._entry_dir(key)
         try:
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.root.mkdir(mode=0o700, exist_ok=True)  # parents=True would make it 0777 & ~umask
+            d.mkdir(mode=0o700, exist_ok=True)
             sha = hashlib.sha256(result.cubin).hexdigest()
             cubin_name = f"{key}-{sha[:16]}.cubin"
             _atomic_write(d / cubin_name, result.cubin)
@@ -228,7 +244,7 @@ class KernelCache:
             if hit is not None and not config.always_compile():
                 self.stats.hits += 1
                 return hit
-            use_disk = not self.in_memory()
+            use_disk = not self.in_memory() and self._private_for_read()
             if use_disk and not config.always_compile():
                 data = self._load(key)
                 if data is not None:

@@ -1,0 +1,108 @@
+"""CPU: crash-isolated warm-up and the command line."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args, env_extra=None, timeout=300):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "rawcoop", *args], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def test_warmup_cold_then_all_hits(tmp_path):
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")}
+    r1 = _run(["warmup", "--quiet", "--json", str(tmp_path / "r1.json")], env)
+    assert r1.returncode == 0, r1.stderr
+    j1 = json.loads((tmp_path / "r1.json").read_text())
+    from rawcoop import registry
+    assert j1["total"] == len(registry.all_specs())
+    assert j1["compiled"] == j1["total"] and j1["failed"] == 0 and j1["hits"] == 0
+    r2 = _run(["warmup", "--quiet", "--json", str(tmp_path / "r2.json")], env)
+    assert r2.returncode == 0
+    j2 = json.loads((tmp_path / "r2.json").read_text())
+    assert j2["hits"] == j2["total"] and j2["compiled"] == 0
+    assert f"{j2['total']} cache hits" in r2.stdout
+
+
+def test_warmup_survives_a_crashing_compile(tmp_path):
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c"),
+           "RAWCOOP_WARMUP_FAULT": "CLUSTER=2,ELEM_BYTES=2=segv"}
+    r = _run(["warmup", "--quiet", "--jobs", "2", "--kernel", "tile_replicate",
+              "--json", str(tmp_path / "r.json")], env)
+    assert r.returncode == 1
+    rep = json.loads((tmp_path / "r.json").read_text())
+    failed = [k for k in rep["kernels"] if k["status"] == "failed"]
+    assert len(failed) == 1 and "CLUSTER=2,ELEM_BYTES=2" in failed[0]["kernel"]
+    assert "SIGSEGV" in failed[0]["error"]
+    assert rep["compiled"] == rep["total"] - 1          # the rest went on
+    assert "FAILED tile_replicate[CLUSTER=2,ELEM_BYTES=2" in r.stderr
+
+
+def test_warmup_times_out_a_hanging_compile(tmp_path):
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c"),
+           "RAWCOOP_WARMUP_FAULT": "CLUSTER=4,ELEM_BYTES=8=hang"}
+    r = _run(["warmup", "--quiet", "--jobs", "1", "--timeout", "3", "--kernel", "ELEM_BYTES=8",
+              "--json", str(tmp_path / "r.json")], env, timeout=120)
+    assert r.returncode == 1
+    rep = json.loads((tmp_path / "r.json").read_text())
+    failed = [k for k in rep["kernels"] if k["status"] == "failed"]
+    assert [k["kernel"] for k in failed] == [k["kernel"] for k in rep["kernels"] if "CLUSTER=4" in k["kernel"]]
+    assert "timed out" in failed[0]["error"]
+    assert rep["compiled"] == rep["total"] - 1
+
+
+def test_info_without_gpu_and_cache_commands(tmp_path):
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")}
+    r = _run(["info"], env)
+    assert r.returncode == 0, r.stderr
+    for field in ("rawcoop", "cuda-bindings", "nvrtc", "cupy", "driver", "cache dir"):
+        assert field in r.stdout
+    assert not (tmp_path / "c").exists(), "info must not create the cache directory"
+    _run(["warmup", "--quiet", "--kernel", "CLUSTER=1,ELEM_BYTES=2"], env)
+    r = _run(["cache", "info"], env)
+    assert "entries    1" in r.stdout
+    r = _run(["cache", "clear"], env)
+    assert "removed 2 files" in r.stdout
+
+
+def test_no_arguments_without_gpu_runs_warmup(tmp_path):
+    from rawcoop import device
+    if device.has_hopper():
+        pytest.skip("this machine has a GPU: no-argument run is the demo")
+    r = _run([], {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr
+    assert "warm-up:" in r.stdout
+
+
+def test_import_does_not_touch_cache_dir(tmp_path):
+    d = tmp_path / "never"
+    env = dict(os.environ, RAWCOOP_CACHE_DIR=str(d), PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", "import rawcoop, rawcoop.cli, rawcoop.cache"], env=env, check=True)
+    assert not d.exists()
+
+
+def test_wheel_ships_kernel_sources(tmp_path):
+    """The wheel maps kernels/ to rawcoop/kernels, and an installed copy finds them there."""
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                        "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    import zipfile
+    whl = next(tmp_path.glob("rawcoop-*.whl"))
+    names = zipfile.ZipFile(whl).namelist()
+    for src in (p.name for p in (ROOT / "kernels").glob("*.cu*")):
+        assert f"rawcoop/kernels/{src}" in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(whl).extractall(site)
+    out = subprocess.run([sys.executable, "-c", "import rawcoop.sources as s; print(s.kernels_dir())"],
+                         env=dict(os.environ, PYTHONPATH=str(site)), capture_output=True, text=True,
+                         cwd=tmp_path, check=True).stdout.strip()
+    assert out == str(site / "rawcoop" / "kernels")
