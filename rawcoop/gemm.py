@@ -129,9 +129,9 @@ def gemm(a, b, *, out=None, _block_n: int | None = None, _group: int | None = No
             d = out
         else:  # TMA stores need a row pitch that is a multiple of 16 bytes
             d = cp.empty((m, -(-n // 8) * 8), dtype=a.dtype)
-        map_a = tma.encode(tma.TensorMap(dt, a.data.ptr, (k, m), (lda,), (64, 128), swizzle=sw))
-        map_b = tma.encode(tma.TensorMap(dt, b.data.ptr, (k, n), (ldb,), (64, cfg.block_n), swizzle=sw))
-        map_d = tma.encode(tma.TensorMap(dt, d.data.ptr, (n, m), (d.strides[0],), (64, 64), swizzle=sw))
+        map_a = tma.tiled(dt, a.data.ptr, (k, m), (lda,), (64, 128), sw)
+        map_b = tma.tiled(dt, b.data.ptr, (k, n), (ldb,), (64, cfg.block_n), sw)
+        map_d = tma.tiled(dt, d.data.ptr, (n, m), (d.strides[0],), (64, 64), sw)
         with _device.on_device(dev):
             kernel.function(dev)
             stream = cp.cuda.get_current_stream(dev).ptr

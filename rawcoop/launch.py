@@ -39,6 +39,7 @@ class Kernel:
         self._functions: dict[int, object] = {}     # device -> CUfunction
         self._modules: dict[int, object] = {}
         self._smem_set: dict[int, int] = {}
+        self._occupancy: dict[tuple, int] = {}
         self._tls = threading.local()
 
     @property
@@ -134,13 +135,19 @@ class Kernel:
               "cuLaunchKernelEx")
 
     def max_active_clusters(self, dev: int, block: int, smem: int, cluster) -> int:
-        """``cuOccupancyMaxActiveClusters`` for this kernel, block, smem, cluster."""
+        """``cuOccupancyMaxActiveClusters`` for this kernel, block, smem,
+        cluster (queried once per combination)."""
         cluster = tuple(cluster) + (1,) * (3 - len(cluster))
-        with _device.on_device(dev):
-            cfg = self._config(dev, cluster, block, smem, cluster, False)
-            cfg.hStream = driver.CUstream(0)
-            return int(check(driver.cuOccupancyMaxActiveClusters(self._functions[dev], cfg),
-                             "cuOccupancyMaxActiveClusters"))
+        key = (dev, block, smem, cluster)
+        n = self._occupancy.get(key)
+        if n is None:
+            with _device.on_device(dev):
+                cfg = self._config(dev, cluster, block, smem, cluster, False)
+                cfg.hStream = driver.CUstream(0)
+                n = int(check(driver.cuOccupancyMaxActiveClusters(self._functions[dev], cfg),
+                              "cuOccupancyMaxActiveClusters"))
+            self._occupancy[key] = n
+        return n
 
 
 _kernels: dict[tuple, Kernel] = {}

@@ -75,10 +75,8 @@ def replicate(src, copies: int = 2, out=None):
 
     tile_cols = TILE_ROW_BYTES // isz
     dt = tma.dtype_of(src.dtype)
-    src_map = tma.encode(tma.TensorMap(dt, src.data.ptr, (n, m), (src.strides[0],),
-                                       (tile_cols, TILE_ROWS // copies)))
-    dst_map = tma.encode(tma.TensorMap(dt, out.data.ptr, (n, m, copies), (n * isz, m * n * isz),
-                                       (tile_cols, TILE_ROWS, 1)))
+    src_map = tma.tiled(dt, src.data.ptr, (n, m), (src.strides[0],), (tile_cols, TILE_ROWS // copies))
+    dst_map = tma.tiled(dt, out.data.ptr, (n, m, copies), (n * isz, m * n * isz), (tile_cols, TILE_ROWS, 1))
     tiles_m, tiles_n = -(-m // TILE_ROWS), -(-n // tile_cols)
     kernel = get_kernel(spec(isz, copies))
     smem = smem_bytes(isz)

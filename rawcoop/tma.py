@@ -211,6 +211,26 @@ def encode(tm: TensorMap):
     return cmap
 
 
+_FAST: dict = {}
+
+
+def tiled(dtype: DType, address: int, dims: tuple, strides: tuple, box: tuple,
+          swizzle: Swizzle = Swizzle.NONE):
+    """Repeated-call fast path of :func:`encode`: a plain-tuple cache key, so
+    a hit costs one dict lookup (no dataclass built).  Misses build, validate
+    and encode a :class:`TensorMap` (default element strides, no interleave,
+    128B L2 promotion, zero OOB fill)."""
+    key = (dtype, address, dims, strides, box, swizzle)
+    hit = _FAST.get(key)
+    if hit is not None:
+        return hit
+    cmap = encode(TensorMap(dtype, address, dims, strides, box, swizzle=swizzle))
+    if len(_FAST) >= _ENCODED_MAX:
+        _FAST.clear()
+    _FAST[key] = cmap
+    return cmap
+
+
 def matrix(dtype, address: int, rows: int, cols: int, row_stride_elems: int, box_rows: int,
            box_cols: int, swizzle: Swizzle = Swizzle.NONE, batch: int = 1,
            batch_stride_elems: int = 0, **kw) -> TensorMap:

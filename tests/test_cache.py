@@ -501,7 +501,7 @@ def test_closure_lists_main_then_headers(kdir):
 
 
 # ====================================================================== unusable directories
-def _gets_warn_once(c: KernelCache, specs) -> list:
+def _gets_warn_once(c: KernelCache, specs) -> tuple[list, list]:
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         out = [c.get(s) for s in specs]
@@ -570,6 +570,26 @@ def test_untrusted_directory_entries_are_not_read(tmp_path, monkeypatch):
     assert out == [good, good]
     assert calls == [1] and (c.stats.compiled, c.stats.hits) == (1, 1)
     assert {p: p.read_bytes() for p in all_files(d)} == before
+
+
+def test_directory_made_untrusted_during_compile_is_not_written(tmp_path, monkeypatch):
+    """The publish step checks the directory again (it may appear, or change,
+    while NVRTC runs)."""
+    d = tmp_path / "appears"
+    real = cache_mod.compile_spec
+
+    def compile_then_plant(*a, **k):
+        res = real(*a, **k)
+        d.mkdir(exist_ok=True)
+        d.chmod(0o777)
+        return res
+
+    monkeypatch.setattr(cache_mod, "compile_spec", compile_then_plant)
+    c = KernelCache(directory=d)
+    out, warns = _gets_warn_once(c, [SPEC, SPEC])
+    assert len(warns) == 1 and "writable by other users" in str(warns[0].message)
+    assert out[0] == out[1] == fresh(SPEC)
+    assert list(d.iterdir()) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to chown")
