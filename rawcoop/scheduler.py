@@ -14,14 +14,17 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def tile_coord(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int]:
-    """Exactly kernels/scheduler.cuh's ``tile_coord``."""
+def tile_coord(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int, int]:
+    """Exactly kernels/scheduler.cuh's ``tile_coord``: (batch, tile row, tile column)."""
+    per_batch = tiles_m * tiles_n
+    l = t // per_batch
+    t -= l * per_batch
     per_group = group * tiles_n
     g = t // per_group
     first_m = g * group
     rows = min(tiles_m - first_m, group)
     r = t - g * per_group
-    return first_m + r % rows, r // rows
+    return l, first_m + r % rows, r // rows
 
 
 @dataclass(frozen=True)
@@ -30,22 +33,24 @@ class Schedule:
     tiles_n: int
     group: int
     grid: int
+    batches: int = 1
 
     @property
     def tiles(self) -> int:
-        return self.tiles_m * self.tiles_n
+        return self.batches * self.tiles_m * self.tiles_n
 
-    def tiles_of(self, cta: int) -> list[tuple[int, int]]:
+    def tiles_of(self, cta: int) -> list[tuple[int, int, int]]:
         return [tile_coord(t, self.tiles_m, self.tiles_n, self.group)
                 for t in range(cta, self.tiles, self.grid)]
 
 
-def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None) -> Schedule:
+def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None,
+             batches: int = 1) -> Schedule:
     tiles_m, tiles_n = cdiv(m, block_m), cdiv(n, block_n)
     if group is None:
         group = default_group(tiles_m, tiles_n)
     group = max(1, min(group, tiles_m))
-    return Schedule(tiles_m, tiles_n, group, min(sm_count, tiles_m * tiles_n))
+    return Schedule(tiles_m, tiles_n, group, min(sm_count, batches * tiles_m * tiles_n), batches)
 
 
 def default_group(tiles_m: int, tiles_n: int) -> int:

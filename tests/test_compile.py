@@ -64,6 +64,9 @@ def test_scheduler_matches_device_formula_and_covers_every_tile():
     for _ in range(300):
         m, n = rng.randint(1, 5000), rng.randint(1, 5000)
         bn = rng.choice([64, 128, 192, 256])
-        sched = scheduler.schedule(m, n, 128, bn, rng.choice([1, 7, 66, 132]), rng.choice([None, 1, 2, 5, 8, 16]))
+        batches = rng.choice([1, 1, 3])
+        sched = scheduler.schedule(m, n, 128, bn, rng.choice([1, 7, 66, 132]), rng.choice([None, 1, 2, 5, 8, 16]),
+                                   batches)
         seen = [t for c in range(sched.grid) for t in sched.tiles_of(c)]
-        assert sorted(seen) == sorted((i, j) for i in range(sched.tiles_m) for j in range(sched.tiles_n))
+        assert sorted(seen) == sorted((b, i, j) for b in range(batches) for i in range(sched.tiles_m)
+                                      for j in range(sched.tiles_n))
