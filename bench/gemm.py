@@ -1,14 +1,21 @@
 """rawcoop.gemm against cuBLAS (cupy.matmul), side by side in one process.
 
 Method (bench/NOTES.md): normal-distributed inputs for both sides; inputs
-rotated across several sets when one set would fit in L2; warm-up; in each of
-R rounds, rawcoop and cuBLAS alternate, each timed per call with CUDA events
-(median of `iters` calls); the reported ratio is the median of the per-round
-ratios cuBLAS_time / rawcoop_time (> 1: rawcoop faster), since clocks and
-power drift by up to ~10% within a run.
+rotated across several sets when one set would fit in L2 (3x L2 in total);
+warm-up; in each of R rounds rawcoop and the baseline alternate, each timed
+per call with CUDA events (median of `iters` calls); the reported ratio is
+the median over rounds of baseline_time / rawcoop_time (> 1: rawcoop
+faster), because clocks and power drift by up to ~10% within a run.
 
-    PYTHONPATH=$PWD python bench/gemm.py [--dtypes bf16,fp16] [--shapes 4096x4096x4096,...]
-        [--variants 256:8,128:8] [--rounds 5] [--iters 20] [--json out.json]
+Suites:
+  main      the issue-3 shape set, TN layout, bf16 and fp16
+  layouts   8192^3 bf16 in TN/NN/NT/TT (cuBLAS gets the same strided views)
+  batched   L=16 x 2048^3 bf16, rawcoop vs cupy.matmul on the 3-D arrays
+  epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
+  small_m   M in {1, 16, 64}, N = K = 8192: swap-AB (default) and forced no-swap
+
+    PYTHONPATH=$PWD python bench/gemm.py [--suite main,layouts,...] [--dtypes bf16,fp16]
+        [--shapes 4096x4096x4096,...] [--variants auto,256:8] [--rounds 5] [--iters 20] [--json out.json]
 """
 from __future__ import annotations
 
@@ -27,113 +34,229 @@ PEAK_TFLOPS = 989.0
 
 
 def parse_shape(s):
-    m, n, k = (int(x) for x in s.lower().split("x"))
-    return m, n, k
+    return tuple(int(x) for x in s.lower().split("x"))
 
 
-def make_inputs(cp, dt, m, n, k, sets, seed):
-    out = []
-    rs = cp.random.RandomState(seed)
-    for _ in range(sets):
-        a = rs.standard_normal((m, k), dtype=cp.float32).astype(dt)
-        bt = rs.standard_normal((n, k), dtype=cp.float32).astype(dt)
-        out.append((a, bt))
-    return out
-
-
-def time_calls(cp, fn, inputs, iters):
+def time_calls(cp, fn, n_sets, iters):
     starts = [cp.cuda.Event() for _ in range(iters)]
     ends = [cp.cuda.Event() for _ in range(iters)]
     for i in range(iters):
-        a, bt, c = inputs[i % len(inputs)]
         starts[i].record()
-        fn(a, bt, c)
+        fn(i % n_sets)
         ends[i].record()
     ends[-1].synchronize()
     return statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)) * 1e-3
 
 
+def compare(cp, ours, theirs, n_sets, rounds, iters):
+    for _ in range(3):
+        ours(0)
+        theirs(0)
+    cp.cuda.Device().synchronize()
+    t_o, t_t, ratios = [], [], []
+    for _ in range(rounds):
+        to = time_calls(cp, ours, n_sets, iters)
+        tt = time_calls(cp, theirs, n_sets, iters)
+        t_o.append(to)
+        t_t.append(tt)
+        ratios.append(tt / to)
+    return statistics.median(t_o), statistics.median(t_t), ratios
+
+
+def n_sets_for(nbytes, l2):
+    return max(1, min(8, math.ceil(3 * l2 / nbytes)))
+
+
+class Bench:
+    def __init__(self, args):
+        import cupy as cp
+        import ml_dtypes
+        import numpy as np
+
+        from rawcoop import device
+        self.cp, self.np = cp, np
+        self.args = args
+        self.info = device.info(0)
+        self.dtypes = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16)}
+        self.rows = []
+
+    def rand(self, shape, dt, seed):
+        rs = self.cp.random.RandomState(seed)
+        return rs.standard_normal(shape, dtype=self.cp.float32).astype(dt)
+
+    def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None):
+        cp = self.cp
+        to, tt, ratios = compare(cp, ours, theirs, n_sets, self.args.rounds, self.args.iters)
+        row = {"suite": suite, "case": label, "sets": n_sets, "rawcoop_ms": to * 1e3, "baseline_ms": tt * 1e3,
+               "baseline": baseline, "rawcoop_tflops": flops / to / 1e12, "baseline_tflops": flops / tt / 1e12,
+               "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+        row.update(extra or {})
+        self.rows.append(row)
+        print(f"{suite:8s} {label:34s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_tflops'] / PEAK_TFLOPS:5.1%})"
+              f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
+              f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]" +
+              (f"  err {row['rel_err']:.1e}" if "rel_err" in row else ""), flush=True)
+        return row
+
+    def rel_err(self, d, ref):
+        cp = self.cp
+        d, ref = d.astype(cp.float32), ref.astype(cp.float32)
+        return float(cp.linalg.norm(d - ref) / cp.linalg.norm(ref))
+
+    def free(self):
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    # ------------------------------------------------------------ suites
+    def main(self):
+        import rawcoop
+        cp = self.cp
+        variants = []
+        for v in self.args.variants.split(","):
+            if v == "auto":
+                variants.append(("auto", {}))
+            else:
+                bn, grp = v.split(":")
+                variants.append((v, {"_block_n": int(bn), "_group": int(grp)}))
+        for dname in self.args.dtypes.split(","):
+            dt = self.dtypes[dname]
+            for shape in self.args.shapes.split(","):
+                m, n, k = parse_shape(shape)
+                sets = n_sets_for((m * k + n * k + m * n) * 2, self.info.l2_bytes)
+                A = [self.rand((m, k), dt, 10 * i) for i in range(sets)]
+                BT = [self.rand((n, k), dt, 10 * i + 1) for i in range(sets)]
+                D = [cp.empty((m, n), dt) for _ in range(sets)]
+                ref = cp.matmul(A[0], BT[0].T)
+                for vname, kw in variants:
+                    err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, **kw), ref)
+                    self.record("main", f"{dname} {shape} {vname}", 2.0 * m * n * k,
+                                lambda i, kw=kw: rawcoop.gemm(A[i], BT[i].T, out=D[i], **kw),
+                                lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                                extra={"dtype": dname, "shape": shape, "variant": vname, "rel_err": err})
+                del A, BT, D, ref
+                self.free()
+
+    def layouts(self):
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        m = n = k = 8192
+        sets = n_sets_for(3 * m * n * 2, self.info.l2_bytes)
+        for layout in ("TN", "NN", "NT", "TT"):
+            A = [self.rand((m, k), dt, i) if layout[0] == "T" else self.rand((k, m), dt, i).T for i in range(sets)]
+            B = [self.rand((n, k), dt, 7 + i).T if layout[1] == "N" else self.rand((k, n), dt, 7 + i)
+                 for i in range(sets)]
+            D = [cp.empty((m, n), dt) for _ in range(sets)]
+            err = self.rel_err(rawcoop.gemm(A[0], B[0]), cp.matmul(A[0], B[0]))
+            self.record("layouts", f"bf16 8192^3 {layout}", 2.0 * m * n * k,
+                        lambda i: rawcoop.gemm(A[i], B[i], out=D[i]), lambda i: cp.matmul(A[i], B[i], out=D[i]),
+                        sets, extra={"layout": layout, "rel_err": err})
+            del A, B, D
+            self.free()
+
+    def batched(self):
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        L, m, n, k = 16, 2048, 2048, 2048
+        sets = n_sets_for(L * 3 * m * n * 2, self.info.l2_bytes)
+        A = [self.rand((L, m, k), dt, i) for i in range(sets)]
+        B = [self.rand((L, k, n), dt, 5 + i) for i in range(sets)]
+        D = [cp.empty((L, m, n), dt) for _ in range(sets)]
+        err = self.rel_err(rawcoop.gemm(A[0], B[0]), cp.matmul(A[0], B[0]))
+        self.record("batched", "bf16 16 x 2048^3 (NN, row-major)", 2.0 * L * m * n * k,
+                    lambda i: rawcoop.gemm(A[i], B[i], out=D[i]), lambda i: cp.matmul(A[i], B[i], out=D[i]),
+                    sets, extra={"rel_err": err})
+        self.free()
+
+    def epilogue(self):
+        import rawcoop
+        cp = self.cp
+        axpby = cp.ElementwiseKernel("T x, T c, float32 alpha, float32 beta", "T d",
+                                     "d = (T)(alpha * (float)x + beta * (float)c)", "rc_axpby")
+        bias_gelu = cp.ElementwiseKernel(
+            "T x, raw float32 bias, int32 n", "T d",
+            "float v = (float)x + bias[i % n];"
+            "d = (T)(0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))))", "rc_bias_gelu")
+        dt = self.dtypes["fp16"]
+        for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192)):
+            sets = n_sets_for(4 * m * n * 2, self.info.l2_bytes)
+            A = [self.rand((m, k), dt, i) for i in range(sets)]
+            BT = [self.rand((n, k), dt, 3 + i) for i in range(sets)]
+            C = [self.rand((m, n), dt, 6 + i) for i in range(sets)]
+            D = [cp.empty((m, n), dt) for _ in range(sets)]
+            T = cp.empty((m, n), dt)
+            bias = self.rand((n,), cp.float32, 9)
+
+            def theirs_ab(i):
+                cp.matmul(A[i], BT[i].T, out=T)
+                axpby(T, C[i], cp.float32(0.5), cp.float32(1.5), D[i])
+
+            ref = cp.empty((m, n), dt)
+            theirs_ab(0)
+            ref[...] = D[0]
+            err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, c=C[0], alpha=0.5, beta=1.5), ref)
+            self.record("epilogue", f"fp16 {m}x{n}x{k} 0.5*AB+1.5*C", 2.0 * m * n * k,
+                        lambda i: rawcoop.gemm(A[i], BT[i].T, c=C[i], alpha=0.5, beta=1.5, out=D[i]), theirs_ab,
+                        sets, baseline="cuBLAS+ew", extra={"rel_err": err})
+
+            def theirs_bg(i):
+                cp.matmul(A[i], BT[i].T, out=T)
+                bias_gelu(T, bias, n, D[i])
+
+            theirs_bg(0)
+            ref[...] = D[0]
+            err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, bias=bias, activation="gelu"), ref)
+            self.record("epilogue", f"fp16 {m}x{n}x{k} gelu(AB+bias)", 2.0 * m * n * k,
+                        lambda i: rawcoop.gemm(A[i], BT[i].T, bias=bias, activation="gelu", out=D[i]), theirs_bg,
+                        sets, baseline="cuBLAS+ew", extra={"rel_err": err})
+            del A, BT, C, D, T
+            self.free()
+
+    def small_m(self):
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        n = k = 8192
+        for m in (1, 16, 64):
+            sets = n_sets_for((m * k + n * k) * 2, self.info.l2_bytes)
+            A = [self.rand((m, k), dt, i) for i in range(sets)]
+            BT = [self.rand((n, k), dt, 4 + i) for i in range(sets)]
+            D = [cp.empty((m, n), dt) for _ in range(sets)]
+            ref = cp.matmul(A[0], BT[0].T)
+            for swap in (True, False):
+                err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, _swap=swap), ref)
+                self.record("small_m", f"bf16 {m}x{n}x{k} swap={swap}", 2.0 * m * n * k,
+                            lambda i, s=swap: rawcoop.gemm(A[i], BT[i].T, out=D[i], _swap=s),
+                            lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                            extra={"m": m, "swap": swap, "rel_err": err})
+            del A, BT, D
+            self.free()
+
+
 def main() -> None:
-    import cupy as cp
-    import ml_dtypes
-    import numpy as np
-
-    import rawcoop
-    from rawcoop import device
-
     ap = argparse.ArgumentParser()
+    ap.add_argument("--suite", default="main")
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--variants", default="auto", help="comma list of auto or BLOCK_N:GROUP")
+    ap.add_argument("--variants", default="auto", help="comma list of auto or BLOCK_N:GROUP (main suite)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
     args = ap.parse_args()
-
-    info = device.info(0)
-    l2 = info.l2_bytes
-    dtypes = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16)}
-    variants = []
-    for v in args.variants.split(","):
-        if v == "auto":
-            variants.append(("auto", {}))
-        else:
-            bn, grp = v.split(":")
-            variants.append((v, {"_block_n": int(bn), "_group": int(grp)}))
-    print(f"GPU {info.name}, {info.sm_count} SMs, L2 {l2 / 2**20:.0f} MiB; rounds={args.rounds} iters={args.iters}")
-    rows = []
-    for dname in args.dtypes.split(","):
-        dt = dtypes[dname]
-        for shape in args.shapes.split(","):
-            m, n, k = parse_shape(shape)
-            flops = 2.0 * m * n * k
-            set_bytes = (m * k + n * k + m * n) * 2
-            sets = max(1, min(8, math.ceil(3 * l2 / set_bytes)))
-            base = make_inputs(cp, dt, m, n, k, sets, seed=m + n + k)
-            inputs = [(a, bt, cp.empty((m, n), dtype=dt)) for a, bt in base]
-            a0, bt0, _ = inputs[0]
-            ref = cp.matmul(a0, bt0.T)
-            cublas = lambda a, bt, c: cp.matmul(a, bt.T, out=c)  # noqa: E731
-            for vname, kw in variants:
-                ours = lambda a, bt, c, kw=kw: rawcoop.gemm(a, bt.T, out=c, **kw)  # noqa: E731
-                d = rawcoop.gemm(a0, bt0.T, **kw)
-                err = float(cp.linalg.norm(d.astype(cp.float32) - ref.astype(cp.float32))
-                            / cp.linalg.norm(ref.astype(cp.float32)))
-                for _ in range(3):
-                    ours(*inputs[0])
-                    cublas(*inputs[0])
-                cp.cuda.Device().synchronize()
-                ratios, t_ours, t_cublas = [], [], []
-                for _ in range(args.rounds):
-                    to = time_calls(cp, ours, inputs, args.iters)
-                    tc = time_calls(cp, cublas, inputs, args.iters)
-                    t_ours.append(to)
-                    t_cublas.append(tc)
-                    ratios.append(tc / to)
-                row = {"dtype": dname, "shape": shape, "variant": vname, "sets": sets,
-                       "rawcoop_ms": statistics.median(t_ours) * 1e3,
-                       "cublas_ms": statistics.median(t_cublas) * 1e3,
-                       "rawcoop_tflops": flops / statistics.median(t_ours) / 1e12,
-                       "cublas_tflops": flops / statistics.median(t_cublas) / 1e12,
-                       "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-                       "rel_err_vs_cublas": err}
-                rows.append(row)
-                print(f"{dname} {shape:>18s} {vname:>7s}  rawcoop {row['rawcoop_tflops']:6.1f} TF/s "
-                      f"({row['rawcoop_tflops'] / PEAK_TFLOPS:5.1%} of peak)  cuBLAS {row['cublas_tflops']:6.1f}"
-                      f"  ratio {row['ratio']:.3f} [{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]  err {err:.1e}",
-                      flush=True)
-            del inputs, base, ref
-            cp.get_default_memory_pool().free_all_blocks()
-    print("\nsummary (ratio = cuBLAS time / rawcoop time, median of rounds)")
-    for vname, _ in variants:
-        for dname in args.dtypes.split(","):
-            rs = [r for r in rows if r["variant"] == vname and r["dtype"] == dname]
-            if rs:
-                gm = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
-                print(f"  {dname} {vname}: geomean {gm:.3f} over {len(rs)} shapes; "
-                      + ", ".join(f"{r['shape']} {r['ratio']:.2f}" for r in rs))
+    b = Bench(args)
+    print(f"GPU {b.info.name}, {b.info.sm_count} SMs, L2 {b.info.l2_bytes / 2**20:.0f} MiB; "
+          f"rounds={args.rounds} iters={args.iters}; ratio = baseline time / rawcoop time")
+    for suite in args.suite.split(","):
+        getattr(b, suite)()
+    main_rows = [r for r in b.rows if r["suite"] == "main"]
+    if main_rows:
+        print("\nsummary (main suite)")
+        for key in sorted({(r["dtype"], r["variant"]) for r in main_rows}):
+            rs = [r for r in main_rows if (r["dtype"], r["variant"]) == key]
+            gm = math.exp(sum(math.log(r["ratio"]) for r in rs) / len(rs))
+            print(f"  {key[0]} {key[1]}: geomean {gm:.3f} over {len(rs)} shapes")
     if args.json:
-        Path(args.json).write_text(json.dumps({"gpu": info.name, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"gpu": b.info.name, "rows": b.rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,94 +1,205 @@
 // rawcoop GEMM: persistent, TMA warp-specialized, cooperative (sm_90a).
 //
-//   D[M, N] = A[M, K] · B[K, N]      fp16/bf16 in, fp32 accumulate, fp16/bf16 out
-//   A is K-major (row-major M×K), B is K-major (column-major K×N, i.e. the
-//   transpose of a row-major N×K array): the "TN" layout.
+//   D[l] = act(alpha · A[l]·B[l] + beta · C[l] + bias)      for l in [0, L)
+//
+//   A: M×K, B: K×N, 16-bit inputs (fp16 or bf16), fp32 accumulation, D in
+//   fp16/bf16/fp32.  Each operand is K-major or MN-major (A_KMAJOR,
+//   B_KMAJOR): the four layouts TN/NN/NT/TT come from the TMA box orientation
+//   and wgmma's transpose bits, never from copies.  "Rows"/"columns" below are
+//   the kernel's own M and N; the host may hand it the transposed problem
+//   (swap-AB for small M), then D and C are column-major in the kernel's view
+//   (D_COLMAJOR, C_COLMAJOR) and the bias runs along rows (BIAS_ON_ROWS).
 //
 // Threads: 384 = 3 warpgroups, __launch_bounds__(384, 1).
 //   WG0  producer, setmaxnreg 40
-//        warp 0, lane 0: mainloop loads.  For every k-block of every tile of
-//                        this CTA's sequence: wait empty[s], arrive.expect_tx
-//                        on full[s] for the stage's bytes, TMA-load the A tile
-//                        (BLOCK_M×BLOCK_K) and the B tile (BLOCK_N×BLOCK_K).
-//        warp 1:         reserved for the epilogue's C loads (beta != 0, next
-//                        issue); idle here.  Warps 2-3 idle.
+//        warp 0, lane 0 (mainloop load): for every k-block of every tile of
+//                  this CTA's sequence: wait empty[s], arrive.expect_tx on
+//                  full[s] with the stage's bytes, TMA-load the A tile
+//                  (128×64) and the B tile (BLOCK_N×64), as one box for a
+//                  K-major operand or 64-wide boxes for an MN-major one.
+//        warp 1, lane 0 (epilogue load, only when HAS_C): after the first
+//                  mainloop load was issued (mbarrier first_load), walks the
+//                  same tiles and TMA-loads each 64-row epilogue chunk of C
+//                  for consumer c into its double buffer (c_full/c_empty).
+//        warps 2-3: idle.
 //   WG1, WG2  consumers, setmaxnreg 232.  Consumer c owns rows [64c, 64c+64)
-//        of the shared 128×BLOCK_N tile: for each k-block it waits full[s],
-//        issues BLOCK_K/16 wgmma m64nBLOCK_Nk16 from 128B-swizzled smem
-//        descriptors into fp32 registers, commits, waits until only this
-//        batch is in flight and releases the previous stage (one arrive per
-//        warp on empty[s']).  Then the epilogue: fp32 -> 16-bit, written into
-//        a 128B-swizzled 64×64 staging buffer (bank-conflict free),
-//        fence.proxy.async, named barrier, one thread TMA-stores the chunk.
-//        Two staging buffers per consumer alternate; a buffer is rewritten
-//        only after cp.async.bulk.wait_group.read says its last store read it.
+//        of the shared 128×BLOCK_N tile.  Per k-block: wait full[s], issue
+//        4 wgmma m64nBLOCK_Nk16 (smem descriptors, 128B swizzle), commit, wait
+//        until only this batch is in flight and release the previous stage
+//        (one arrive per warp on empty[s']).  Epilogue per 64-row chunk of
+//        EPI_COLS columns: (C from smem) → alpha·acc + beta·c + bias → act →
+//        convert → 128B-swizzled staging buffer (bank-conflict free) →
+//        fence.proxy.async → named barrier → one thread TMA-stores the chunk.
+//        Two staging buffers per consumer alternate, each rewritten only after
+//        cp.async.bulk.wait_group.read says its last store has read it.
 //
-// Barriers (mbarrier, shared memory), per ring stage s of STAGES:
-//   full[s]   count 1: the producer's arrive.expect_tx; TMA's complete_tx
-//             delivers the bytes.  Consumers wait with parity `phase`.
-//   empty[s]  count 8: one arrive per consumer warp after its wgmmas that
-//             read stage s completed.  The producer waits with parity
-//             `phase ^ 1` (the first pass over the ring falls through).
-//   Both sides advance (stage, phase) identically over the whole tile
-//   sequence, so phases stay in step across tiles.
-//   Named barriers 1 and 2: the 128 threads of consumer 0 / 1 in the epilogue.
+// Barriers (mbarrier):
+//   full[s]      count 1      producer's arrive.expect_tx; TMA complete_tx
+//   empty[s]     count 8      one arrive per consumer warp
+//   c_full[c][b] count 1      C loader's arrive.expect_tx (HAS_C)
+//   c_empty[c][b] count 4     one arrive per warp of consumer c after reading C
+//   first_load   count 1      producer, after its first TMA load
+//   Ring position (stage, phase) advances identically on both sides over the
+//   whole tile sequence; waits use parity `phase` (consumer side) and
+//   `phase ^ 1` (producer side: the first pass falls through).
+//   Named barriers 1, 2: the 128 threads of consumer 0 / 1.
 //
-// Persistence: grid = min(#SMs, #tiles); CTA b walks tiles b, b+G, ... in the
-// grouped order of scheduler.cuh.  The producer runs ahead into the next tile
-// while the consumers run the epilogue.  Ragged M/N/K: TMA loads zero-fill
-// outside the tensor (and still count the whole box), stores are clipped.
-//
-// Compile-time configuration: BLOCK_N (64/128/192/256), STAGES, DTYPE_BF16 (0/1).
+// Persistence: grid = min(#SMs, #tiles); CTA b walks tiles b, b+G, ... over
+// L·tiles_m·tiles_n in the grouped order of scheduler.cuh; the producer runs
+// ahead into the next tile while the consumers run the epilogue.  Ragged
+// M/N/K: TMA loads zero-fill (and still count the whole box), stores clip.
+// Operands broadcast over the batch have batch coordinate 0 (bmask).
 #include "ptx.cuh"
 #include "wgmma.cuh"
 #include "scheduler.cuh"
 
+// ------------------------------------------------------------------ config
 #ifndef BLOCK_N
 #define BLOCK_N 256
 #endif
 #ifndef STAGES
 #define STAGES 4
 #endif
-#ifndef DTYPE_BF16
-#define DTYPE_BF16 1
+#ifndef IN_BF16
+#define IN_BF16 1
+#endif
+#ifndef A_KMAJOR
+#define A_KMAJOR 1
+#endif
+#ifndef B_KMAJOR
+#define B_KMAJOR 1
+#endif
+#ifndef OUT_TYPE            // 0 fp16, 1 bf16, 2 fp32
+#define OUT_TYPE IN_BF16
+#endif
+#ifndef HAS_C
+#define HAS_C 0
+#endif
+#ifndef C_COLMAJOR
+#define C_COLMAJOR 0
+#endif
+#ifndef D_COLMAJOR
+#define D_COLMAJOR 0
+#endif
+#ifndef BIAS                // 0 none, 1 fp32, 2 bf16, 3 fp16
+#define BIAS 0
+#endif
+#ifndef BIAS_ON_ROWS
+#define BIAS_ON_ROWS 0
+#endif
+#ifndef ACT                 // 0 none, 1 relu, 2 gelu (tanh form), 3 silu
+#define ACT 0
 #endif
 
 #define BLOCK_M 128
 #define BLOCK_K 64
 
-#if DTYPE_BF16
+#if IN_BF16
 #define RC_ELEM bf16
-#define RC_PACK pack_bf16x2
 #else
 #define RC_ELEM f16
-#define RC_PACK pack_f16x2
 #endif
 #define RC_WGMMA_NAME(n, t) wgmma_m64n##n##k16_##t
 #define RC_WGMMA(n, t) RC_WGMMA_NAME(n, t)
 
-constexpr u32 kElem = 2;
-constexpr u32 kABytes = BLOCK_M * BLOCK_K * kElem;           // 16 KB
-constexpr u32 kBBytes = BLOCK_N * BLOCK_K * kElem;
+constexpr u32 kInBytes = 2;
+constexpr u32 kOutBytes = OUT_TYPE == 2 ? 4 : 2;
+constexpr u32 kABytes = BLOCK_M * BLOCK_K * kInBytes;       // 16 KB
+constexpr u32 kBBytes = BLOCK_N * BLOCK_K * kInBytes;
 constexpr u32 kStageBytes = kABytes + kBBytes;
-constexpr u32 kEpiRows = 64, kEpiCols = 64;                  // one TMA store box, 128 B rows
-constexpr u32 kEpiBytes = kEpiRows * kEpiCols * kElem;       // 8 KB
+constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-major box: 8 KB
+// Epilogue chunk: 64 rows × kEpiCols columns = 8 KB, 128-byte lines.
+//   row-major:    a line is a row of kEpiCols elements
+//   column-major: a line is a column of 64 16-bit elements
+constexpr u32 kEpiCols = 128 / kOutBytes;
+constexpr u32 kEpiBytes = 64 * 128;
 constexpr u32 kEpiBuffers = 2;                               // per consumer
 constexpr u32 kConsumers = 2;
 constexpr u32 kAccRegs = BLOCK_N / 2;
+constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
 
 // Shared-memory map (offsets from a 1024-byte aligned base).
 constexpr u32 kOffA = 0;
 constexpr u32 kOffB = kOffA + STAGES * kABytes;
 constexpr u32 kOffEpi = kOffB + STAGES * kBBytes;
-constexpr u32 kOffBar = kOffEpi + kConsumers * kEpiBuffers * kEpiBytes;
-constexpr u32 kSmemBytes = kOffBar + 2 * STAGES * 8 + 1024;  // + alignment slack
+constexpr u32 kOffC = kOffEpi + kConsumers * kEpiBuffers * kEpiBytes;
+constexpr u32 kOffBar = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
+constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1;
+constexpr u32 kSmemBytes = kOffBar + kBarCount * 8 + 1024;   // + alignment slack
 static_assert(kSmemBytes <= 232448, "shared memory over the sm_90 per-block limit");
-static_assert(BLOCK_K * kElem == 128, "one 128-byte swizzle atom per tile row");
-static_assert(BLOCK_N % kEpiCols == 0, "epilogue chunks must tile BLOCK_N");
+static_assert(BLOCK_K * kInBytes == 128, "one 128-byte swizzle atom per K-major tile row");
+static_assert(BLOCK_N % 64 == 0 && BLOCK_N % kEpiCols == 0, "tile shape");
+static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
+              "column-major epilogue tensors are 16-bit only");
 
+// ------------------------------------------------------------------ epilogue math
+RC_DEVICE float ex2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+RC_DEVICE float exp_fast(float x) { return ex2_approx(x * 1.4426950408889634f); }
+
+RC_DEVICE float activate(float v) {
+#if ACT == 1
+    return v > 0.f ? v : (v == v ? 0.f : v);                  // relu, NaN propagates
+#elif ACT == 2
+    const float y = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+    const float t = 1.f - 2.f / (1.f + exp_fast(2.f * y));    // tanh(y), saturates cleanly
+    return 0.5f * v * (1.f + t);
+#elif ACT == 3
+    return v / (1.f + exp_fast(-v));
+#else
+    return v;
+#endif
+}
+
+RC_DEVICE float bf16_to_f32(u16 h) { return u32_as_f32(((u32)h) << 16); }
+RC_DEVICE float f16_to_f32(u16 h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+RC_DEVICE float load_bias(const void* bias, int i) {
+#if BIAS == 1
+    return static_cast<const float*>(bias)[i];
+#elif BIAS == 2
+    return bf16_to_f32(static_cast<const u16*>(bias)[i]);
+#elif BIAS == 3
+    return f16_to_f32(static_cast<const u16*>(bias)[i]);
+#else
+    return 0.f;
+#endif
+}
+
+// 16-bit element <-> fp32 for the epilogue (output type)
+RC_DEVICE float out16_to_f32(u16 h) {
+#if OUT_TYPE == 1
+    return bf16_to_f32(h);
+#else
+    return f16_to_f32(h);
+#endif
+}
+RC_DEVICE u32 pack_out16(float lo, float hi) {
+#if OUT_TYPE == 1
+    return pack_bf16x2(lo, hi);
+#else
+    return pack_f16x2(lo, hi);
+#endif
+}
+
+// Address of byte `x` of 128-byte line `line` in a 128B-swizzled buffer.
+RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
+    return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
+}
+
+// ------------------------------------------------------------------ kernel
 extern "C" __global__ void __launch_bounds__(384, 1)
-gemm_tn(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
-        const __grid_constant__ TmaMap map_d, int M, int N, int K, int tiles_m, int tiles_n, int group)
+gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
+            const __grid_constant__ TmaMap map_c, const __grid_constant__ TmaMap map_d,
+            int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
+            float alpha, float beta, const void* __restrict__ bias)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -96,69 +207,130 @@ gemm_tn(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map
     auto smem_b = [&](u32 s) { return base + kOffB + s * kBBytes; };
     auto full = [&](u32 s) { return base + kOffBar + 8u * s; };
     auto empty = [&](u32 s) { return base + kOffBar + 8u * (STAGES + s); };
+    auto c_full = [&](u32 c, u32 b) { return base + kOffBar + 8u * (2 * STAGES + c * kEpiBuffers + b); };
+    auto c_empty = [&](u32 c, u32 b) {
+        return base + kOffBar + 8u * (2 * STAGES + kConsumers * kEpiBuffers + c * kEpiBuffers + b);
+    };
+    const u32 first_load = base + kOffBar + 8u * (kBarCount - 1);
+    auto c_buf = [&](u32 c, u32 b) { return base + kOffC + (c * kEpiBuffers + b) * kEpiBytes; };
 
     const u32 wg = threadIdx.x / 128;
-    const int tiles = tiles_m * tiles_n;
+    const int tiles = L * tiles_m * tiles_n;
     const int k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
+    const bool a_batched = bmask & 1, b_batched = bmask & 2, c_batched = bmask & 4;
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_a);
         tma_prefetch_map(&map_b);
         tma_prefetch_map(&map_d);
+        if (HAS_C) tma_prefetch_map(&map_c);
         for (u32 s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);
             mbar_init(empty(s), kConsumers * 4);
         }
+        for (u32 c = 0; c < kConsumers; ++c)
+            for (u32 b = 0; b < kEpiBuffers; ++b) {
+                mbar_init(c_full(c, b), 1);
+                mbar_init(c_empty(c, b), 4);
+            }
+        mbar_init(first_load, 1);
         fence_mbar_init();
     }
     __syncthreads();
 
     if (wg == 0) {
-        // ------------------------------------------------------------ producer
+        // ============================================================ producer
         setmaxnreg_dec<40>();
         const u32 warp = threadIdx.x / 32, lane = threadIdx.x % 32;
         if (warp == 0 && lane == 0) {
+            // ---------------------------------------------- mainloop loads
             u32 stage = 0, phase = 0;
+            bool first = true;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
                 const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
                 for (int kb = 0; kb < k_blocks; ++kb) {
+                    const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u);
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
-                    tma_load_2d(smem_a(stage), &map_a, full(stage), kb * BLOCK_K, m0);
-                    tma_load_2d(smem_b(stage), &map_b, full(stage), kb * BLOCK_K, n0);
+#if A_KMAJOR
+                    tma_load_3d(smem_a(stage), &map_a, full(stage), k0, m0, la);
+#else
+                    for (u32 h = 0; h < BLOCK_M / 64; ++h)
+                        tma_load_3d(smem_a(stage) + h * kAtomBytes, &map_a, full(stage), m0 + 64 * h, k0, la);
+#endif
+#if B_KMAJOR
+                    tma_load_3d(smem_b(stage), &map_b, full(stage), k0, n0, lb);
+#else
+                    for (u32 h = 0; h < BLOCK_N / 64; ++h)
+                        tma_load_3d(smem_b(stage) + h * kAtomBytes, &map_b, full(stage), n0 + 64 * h, k0, lb);
+#endif
+                    if (first) { mbar_arrive(first_load); first = false; }
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }
                 }
             }
+        } else if (HAS_C && warp == 1 && lane == 0) {
+            // ---------------------------------------------- epilogue C loads
+            mbar_wait(first_load, 0);                // ordered after the first mainloop load
+            u32 e = 0;                               // chunk counter (same in both consumers)
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
+                const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int lc = c_batched ? tc.l : 0;
+                for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
+                    const int col = n0 + int(j * kEpiCols);
+                    if (col >= N) break;
+                    const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
+                    for (u32 c = 0; c < kConsumers; ++c) {
+                        mbar_wait(c_empty(c, b), ph ^ 1u);
+                        mbar_arrive_expect_tx(c_full(c, b), kEpiBytes);
+                        const int row = m0 + int(64 * c);
+#if C_COLMAJOR
+                        tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), row, col, lc);
+#else
+                        tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), col, row, lc);
+#endif
+                    }
+                }
+            }
         }
-        // warp 1: epilogue C loads (reserved).
     } else {
-        // ------------------------------------------------------------ consumers
+        // ============================================================ consumers
         setmaxnreg_inc<232>();
-        const u32 c = wg - 1;                     // which 64-row half of the tile
+        const u32 c = wg - 1;                    // which 64-row half of the tile
         const u32 tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const u32 epi = base + kOffEpi + c * kEpiBuffers * kEpiBytes;
         float acc[kAccRegs];
 #pragma unroll
         for (u32 i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
 
-        u32 stage = 0, phase = 0;
+        u32 stage = 0, phase = 0, e = 0;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
             const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
 
+            // -------------------------------------------------- mainloop
             u32 prev = 0;
             for (int kb = 0; kb < k_blocks; ++kb) {
                 mbar_wait(full(stage), phase);
                 wgmma_fence();
-                const u32 a = smem_a(stage) + c * 64u * 128u;
-                const u32 b = smem_b(stage);
 #pragma unroll
-                for (u32 k = 0; k < BLOCK_K / 16; ++k)
-                    RC_WGMMA(BLOCK_N, RC_ELEM)<0, 0>(acc, smem_desc_k128(a + 32u * k), smem_desc_k128(b + 32u * k),
-                                                     (kb > 0 || k > 0) ? 1u : 0u);
+                for (u32 k = 0; k < BLOCK_K / 16; ++k) {
+#if A_KMAJOR
+                    const u64 da = smem_desc_k128(smem_a(stage) + c * 64u * 128u + 32u * k);
+#else
+                    const u64 da = smem_desc_mn128(smem_a(stage) + c * kAtomBytes + 2048u * k, kAtomBytes);
+#endif
+#if B_KMAJOR
+                    const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
+#else
+                    const u64 db = smem_desc_mn128(smem_b(stage) + 2048u * k, kAtomBytes);
+#endif
+                    RC_WGMMA(BLOCK_N, RC_ELEM)<1 - A_KMAJOR, 1 - B_KMAJOR>(acc, da, db, (kb > 0 || k > 0) ? 1u : 0u);
+                }
                 wgmma_commit();
-                if (kb > 0) {                     // the previous batch is done: free its stage
+                if (kb > 0) {                    // the previous batch is done: free its stage
                     wgmma_wait<1>();
                     if (lane == 0) mbar_arrive(empty(prev));
                 }
@@ -168,29 +340,97 @@ gemm_tn(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(empty(prev));
 
-            // -------------------------------------------------------- epilogue
+            // -------------------------------------------------- epilogue
             const bool rows_in = m0 + int(c * 64u) < M;
-            const u32 row0 = warp * 16u + lane / 4u;
+            const u32 row0 = warp * 16u + lane / 4u;     // this thread's rows: row0, row0 + 8
+            const int grow0 = m0 + int(c * 64u + row0);
+            const int ld = tc.l;
 #pragma unroll
-            for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j) {
-                if (n0 + int(j * kEpiCols) >= N) break;          // uniform over the warpgroup
-                const u32 buf = epi + (j % kEpiBuffers) * kEpiBytes;
-                if (tid == 0) tma_store_wait_read<kEpiBuffers - 1>();
-                named_barrier_sync(1 + c, 128);
+            for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
+                const int col0 = n0 + int(j * kEpiCols);
+                if (col0 >= N) break;                    // uniform over the warpgroup
+                float v[kChunkRegs];
 #pragma unroll
-                for (u32 q = 0; q < 8; ++q) {
+                for (u32 r = 0; r < kChunkRegs; ++r) v[r] = alpha * acc[j * kChunkRegs + r];
+#if HAS_C
+                {
+                    const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
+                    const u32 cb = c_buf(c, b);
+                    mbar_wait(c_full(c, b), ph);
+#pragma unroll
+                    for (u32 q = 0; q < kChunkRegs / 4; ++q)
+#pragma unroll
+                        for (u32 h = 0; h < 2; ++h) {
+                            const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
+                            const u32 cc = 8u * q + 2u * (lane & 3u);      // column inside the chunk
+                            float c0, c1;
+#if C_COLMAJOR
+                            c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
+                            c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
+#elif OUT_TYPE == 2
+                            ld_shared_f32x2(swz(cb, row, cc * 4u), c0, c1);
+#else
+                            const u32 p = ld_shared_u32(swz(cb, row, cc * 2u));
+                            c0 = out16_to_f32((u16)(p & 0xFFFFu));
+                            c1 = out16_to_f32((u16)(p >> 16));
+#endif
+                            v[r] += beta * c0;
+                            v[r + 1] += beta * c1;
+                        }
+                    syncwarp();
+                    if (lane == 0) mbar_arrive(c_empty(c, b));
+                }
+#endif
+#pragma unroll
+                for (u32 q = 0; q < kChunkRegs / 4; ++q)
 #pragma unroll
                     for (u32 h = 0; h < 2; ++h) {
-                        const u32 i = j * 32u + q * 4u + h * 2u;
-                        const u32 row = row0 + 8u * h;
-                        const u32 addr = buf + row * 128u + ((q ^ (row & 7u)) << 4) + 4u * (lane & 3u);
-                        st_shared_u32(addr, RC_PACK(acc[i], acc[i + 1]));
+                        const u32 r = q * 4u + h * 2u;
+#if BIAS
+#if BIAS_ON_ROWS
+                        const int grow = grow0 + int(8u * h);
+                        const float bv = grow < M ? load_bias(bias, grow) : 0.f;
+                        v[r] += bv;
+                        v[r + 1] += bv;
+#else
+                        const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
+                        v[r] += gcol < N ? load_bias(bias, gcol) : 0.f;
+                        v[r + 1] += gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;
+#endif
+#endif
+                        v[r] = activate(v[r]);
+                        v[r + 1] = activate(v[r + 1]);
                     }
-                }
+
+                // Staging buffers alternate over the whole chunk sequence (not per
+                // tile), so the store that last read `buf` is never the newest one.
+                const u32 buf = epi + (e % kEpiBuffers) * kEpiBytes;
+                if (tid == 0) tma_store_wait_read<kEpiBuffers - 1>();   // buf's last store has read it
+                named_barrier_sync(1 + c, 128);
+#pragma unroll
+                for (u32 q = 0; q < kChunkRegs / 4; ++q)
+#pragma unroll
+                    for (u32 h = 0; h < 2; ++h) {
+                        const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
+                        const u32 cc = 8u * q + 2u * (lane & 3u);
+#if D_COLMAJOR
+                        const u32 p = pack_out16(v[r], v[r + 1]);
+                        st_shared_u16(swz(buf, cc, row * 2u), (u16)(p & 0xFFFFu));
+                        st_shared_u16(swz(buf, cc + 1u, row * 2u), (u16)(p >> 16));
+#elif OUT_TYPE == 2
+                        st_shared_f32x2(swz(buf, row, cc * 4u), v[r], v[r + 1]);
+#else
+                        st_shared_u32(swz(buf, row, cc * 2u), pack_out16(v[r], v[r + 1]));
+#endif
+                    }
                 fence_proxy_async_smem();
                 named_barrier_sync(1 + c, 128);
                 if (tid == 0 && rows_in) {
-                    tma_store_2d(&map_d, buf, n0 + int(j * kEpiCols), m0 + int(c * 64u));
+#if D_COLMAJOR
+                    tma_store_3d(&map_d, buf, m0 + int(c * 64u), col0, ld);
+#else
+                    tma_store_3d(&map_d, buf, col0, m0 + int(c * 64u), ld);
+#endif
                     tma_store_commit();
                 }
             }

@@ -136,6 +136,14 @@ RC_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" 
 template <int N>
 RC_DEVICE void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
 
+// Descriptor for an MN-major tile in the 128-byte swizzle layout: 64 MN
+// elements (128 B) per line, one line per K index, 8-line atoms 1024 B apart
+// along K (SBO), `lbo` bytes between 64-wide atoms along M/N (LBO).
+RC_DEVICE u64 smem_desc_mn128(u32 addr, u32 lbo) {
+    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)((lbo & 0x3FFFFu) >> 4) << 16) |
+           ((u64)(1024u >> 4) << 32) | ((u64)1 << 62);
+}
+
 // Shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle
 // layout: rows of 128 B, 8-row atoms 1024 B apart (SBO), LBO unused (1),
 // base offset 0 (tiles are 1024-byte aligned), layout type 1 = SWIZZLE_128B.
@@ -159,3 +167,30 @@ RC_DEVICE u32 pack_f16x2(float lo, float hi) {
 RC_DEVICE void st_shared_u32(u32 addr, u32 v) {
     asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(v) : "memory");
 }
+RC_DEVICE void st_shared_u16(u32 addr, u16 v) {
+    asm volatile("st.shared.b16 [%0], %1;" :: "r"(addr), "h"(v) : "memory");
+}
+RC_DEVICE void st_shared_f32x2(u32 addr, float a, float b) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(a), "f"(b) : "memory");
+}
+RC_DEVICE u32 ld_shared_u32(u32 addr) {
+    u32 v;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+RC_DEVICE u16 ld_shared_u16(u32 addr) {
+    u16 v;
+    asm volatile("ld.shared.b16 %0, [%1];" : "=h"(v) : "r"(addr) : "memory");
+    return v;
+}
+RC_DEVICE void ld_shared_f32x2(u32 addr, float& a, float& b) {
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
+}
+
+RC_DEVICE float u32_as_f32(u32 u) {
+    float f;
+    asm("mov.b32 %0, %1;" : "=f"(f) : "r"(u));
+    return f;
+}
+
+RC_DEVICE void syncwarp() { asm volatile("bar.warp.sync 0xffffffff;" ::: "memory"); }

@@ -1,145 +1,324 @@
 """``rawcoop.gemm``: the public GEMM entry point (host side of kernels/gemm.cu).
 
-Contract with the kernel (see the header comment of kernels/gemm.cu):
-  * A: (M, K) with unit stride along K (row-major), as a rank-2 TMA map
-    dims (K, M), box (64, 128), 128-byte swizzle.
-  * B: (K, N) with unit stride along K (column-major; ``b = bt.T`` of a
-    row-major (N, K) array), as dims (K, N), box (64, BLOCK_N), 128B swizzle.
-  * D: (M, N) row-major, dims (N, M), box (64, 64), 128B swizzle (the
-    epilogue's staging layout).  Row pitch must be a multiple of 16 bytes; for
-    other N we compute into a padded buffer and copy.
-  * grid = min(#SMs, #tiles) persistent CTAs of 384 threads, one per SM.
+    D = act(alpha · (a @ b) + beta · c + bias)
+
+Contract with the kernel (see the header comment of kernels/gemm.cu); every
+tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
+  * A (M, K): K-major (row-major) → dims (K, M, L), box (64, 128, 1);
+    M-major (column-major) → dims (M, K, L), box (64, 64, 1) loaded twice.
+  * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
+    (64, BLOCK_N, 1); N-major (row-major) → dims (N, K, L), box (64, 64, 1).
+  * D, C: row-major → dims (N, M, L), box (EPI_COLS, 64, 1); column-major (in
+    the kernel's view) → dims (M, N, L), box (64, 64, 1).  All 128B-swizzled.
+  * Small M (≤ 64): the host hands the kernel the transposed problem
+    Dᵀ = Bᵀ·Aᵀ ("swap-AB"), so N fills the 128-row tile; D and C then appear
+    column-major to the kernel and the bias runs along its rows.
+  * grid = min(#SMs, #tiles) persistent CTAs of 384 threads.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from . import device as _device
 from . import gemm_configs, scheduler, tma
-from .launch import I32, TENSOR_MAP, get_kernel
+from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
+from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
 
-_BF16 = None
+_INPUTS = ("float16", "bfloat16")
+_TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR)
+_TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
 
 
-def _bf16():
-    global _BF16
-    if _BF16 is None:
+def _np_dtype(name: str) -> np.dtype:
+    if name == "bfloat16":
         import ml_dtypes
-        _BF16 = np.dtype(ml_dtypes.bfloat16)
-    return _BF16
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)
 
 
-_SUPPORTED = ("float16", "bfloat16")
-_TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32)
+def _dtype_name(dt) -> str:
+    if isinstance(dt, str) and dt in ("bfloat16", "bf16"):
+        return "bfloat16"
+    try:
+        return np.dtype(dt).name
+    except TypeError:
+        raise TypeError(f"out_dtype {dt!r} is not a dtype") from None
 
 
-def _check_operand(name: str, x, cp) -> None:
+def _round16(nbytes: int) -> int:
+    return max(16, -(-nbytes // 16) * 16)
+
+
+@dataclass
+class _Operand:
+    """One matrix operand as the kernel sees it: majorness, the byte pitch
+    between its lines, its batch stride, and whether it is batched."""
+    ptr: int
+    kmajor: bool          # for A/B: K contiguous.  For C/D: row-major (columns contiguous)
+    pitch: int
+    batch_stride: int
+    batched: bool
+
+
+def _matrix_layout(name: str, x, inner_axis_name: str, outer_axis_name: str, prefer_inner: bool = True):
+    """Classify the last two axes of ``x`` (rows, cols).  Returns
+    (cols_contiguous, pitch_bytes).  A size-1 axis has no meaningful stride,
+    so either orientation is accepted for it."""
+    isz = x.dtype.itemsize
+    rows, cols = x.shape[-2], x.shape[-1]
+    s_rows, s_cols = x.strides[-2], x.strides[-1]
+    options = []
+    if s_cols == isz or cols == 1:          # row-major: lines are rows
+        options.append((True, s_rows if rows > 1 else _round16(cols * isz)))
+    if s_rows == isz or rows == 1:          # column-major: lines are columns
+        options.append((False, s_cols if cols > 1 else _round16(rows * isz)))
+    if not prefer_inner:
+        options.reverse()
+    if not options:
+        raise ValueError(
+            f"{name} has strides {x.strides} (bytes) for shape {x.shape}: neither of its last two axes has unit "
+            "stride, which TMA needs; pass cupy.ascontiguousarray(" + name + ")")
+    for row_major, pitch in options:
+        if pitch > 0 and pitch % 16 == 0:
+            return row_major, pitch
+    row_major, pitch = options[0]
+    what = f"rows ({outer_axis_name})" if row_major else f"columns ({inner_axis_name})"
+    unit = 16 // isz
+    raise ValueError(
+        f"{name}: the stride between its {what} is {pitch} bytes; TMA needs a positive multiple of 16 bytes. "
+        f"Pad that dimension to a multiple of {unit} elements (allocate a larger array and slice it)")
+
+
+def _batch_info(name: str, x, batch: int) -> tuple[int, bool]:
+    """(batch stride in bytes, batched?) for an operand of a batch-``batch`` problem."""
+    if x.ndim == 2 or x.shape[0] == 1 or batch == 1:
+        return 0, False
+    s = x.strides[0]
+    if s == 0:
+        return 0, False                     # broadcast view (stride 0): same matrix for every batch
+    if s < 0 or s % 16:
+        raise ValueError(f"{name}: batch stride {s} bytes must be a positive multiple of 16 bytes for TMA")
+    return s, True
+
+
+def _check_array(name: str, x, cp, dev: int | None):
     if not isinstance(x, cp.ndarray):
         raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}")
-    if x.dtype.name not in _SUPPORTED:
-        raise TypeError(f"{name} has dtype {x.dtype.name}; rawcoop.gemm supports float16 and bfloat16 "
-                        "(ml_dtypes.bfloat16)")
-    if x.ndim != 2:
-        raise ValueError(f"{name} must be 2-D, got shape {x.shape}")
+    if dev is not None and x.device.id != dev:
+        raise ValueError(f"{name} is on device {x.device.id}, but a is on device {dev}")
 
 
-def _pitch(x, axis: int, other: int, name: str, what: str) -> int:
-    """Byte stride of ``x`` along ``axis`` as TMA will see it.  When that
-    dimension has size 1 its stride is never used, so any valid value works."""
-    isz = x.dtype.itemsize
-    if x.shape[axis] == 1:
-        return -(-(x.shape[other] * isz) // 16) * 16
-    s = x.strides[axis]
-    if s <= 0 or s % 16:
-        raise ValueError(f"{name}: the stride between {what} is {s} bytes; TMA needs a positive multiple of "
-                         f"16 bytes (pad that dimension to a multiple of {16 // isz} elements, "
-                         "e.g. allocate a larger array and slice it)")
-    return s
+def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
+         out=None, out_dtype=None, _block_n: int | None = None, _group: int | None = None,
+         _swap: bool | None = None):
+    """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
-
-def gemm(a, b, *, out=None, _block_n: int | None = None, _group: int | None = None):
-    """``a @ b`` on the GPU with rawcoop's Hopper kernel.
-
-    a: (M, K) row-major, b: (K, N) column-major (``bt.T`` for a row-major
-    (N, K) ``bt``); float16 or bfloat16 (ml_dtypes), fp32 accumulation, result
-    in the input dtype.  ``out``: optional C-contiguous (M, N) array of that
-    dtype on the same device.  Returns a cupy array.  (``_block_n``/``_group``
-    force a configuration; for benchmarks and tests only.)
+    a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
+    (``ml_dtypes.bfloat16``), each row- or column-major (all four layouts, no
+    copies); batch dimensions broadcast like ``cupy.matmul`` (a 2-D operand or
+    a batch of 1, or a stride-0 batch, is shared by every batch).
+    c: (M, N) or (L, M, N), row- or column-major, dtype = the output dtype;
+    read only when ``beta != 0``.  bias: (N,), float32 or the input dtype.
+    activation: None, "relu", "gelu" (tanh form) or "silu".  out_dtype:
+    float16, bfloat16 or float32 (default: the input dtype).  out: array of
+    the result's shape and dtype with unit stride along N (may be ``c``).
+    fp32 accumulation; alpha, beta, bias and the activation are applied in
+    fp32 registers before the single rounding to the output type.
+    ``_block_n``, ``_group``, ``_swap`` force kernel choices (tests, benchmarks).
     """
     import cupy as cp
 
-    _check_operand("a", a, cp)
-    _check_operand("b", b, cp)
+    # ------------------------------------------------------------ validation
+    _check_array("a", a, cp, None)
+    dev = a.device.id
+    _check_array("b", b, cp, dev)
+    for name, x in (("a", a), ("b", b)):
+        if x.dtype.name not in _INPUTS:
+            raise TypeError(f"{name} has dtype {x.dtype.name}; rawcoop.gemm takes float16 or bfloat16 "
+                            "(ml_dtypes.bfloat16)")
+        if x.ndim not in (2, 3):
+            raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
     if a.dtype != b.dtype:
         raise TypeError(f"a and b must have the same dtype, got {a.dtype.name} and {b.dtype.name}")
-    m, k = a.shape
-    k2, n = b.shape
+    in_name = a.dtype.name
+    m, k = a.shape[-2:]
+    k2, n = b.shape[-2:]
     if k != k2:
-        raise ValueError(f"shape mismatch: a is {a.shape}, b is {b.shape} (a.shape[1] must equal b.shape[0])")
-    dev = a.device.id
-    if b.device.id != dev:
-        raise ValueError(f"a is on device {dev} but b is on device {b.device.id}")
-    isz = a.dtype.itemsize
+        raise ValueError(f"shape mismatch: a is {a.shape}, b is {b.shape} (a.shape[-1] must equal b.shape[-2])")
+    la = a.shape[0] if a.ndim == 3 else 1
+    lb = b.shape[0] if b.ndim == 3 else 1
+    if la != lb and la != 1 and lb != 1:
+        raise ValueError(f"batch mismatch: a has batch {la}, b has batch {lb} (they must match or one must be 1)")
+    batch = max(la, lb)
+    batched_result = a.ndim == 3 or b.ndim == 3
+    out_shape = (batch, m, n) if batched_result else (m, n)
+
+    if out_dtype is None:
+        out_name = in_name
+    else:
+        out_name = _dtype_name(out_dtype)
+        if out_name not in OUT_TYPES:
+            raise TypeError(f"out_dtype must be float16, bfloat16 or float32, got {out_name}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of None, 'relu', 'gelu', 'silu'; got {activation!r}")
+    try:
+        alpha = float(alpha)
+        beta = float(beta)
+    except (TypeError, ValueError):
+        raise TypeError("alpha and beta must be real numbers") from None
+
+    use_c = beta != 0.0
+    if c is not None:
+        _check_array("c", c, cp, dev)
+        if c.dtype.name != out_name:
+            raise TypeError(f"c has dtype {c.dtype.name}; it must have the output dtype {out_name}")
+        if c.shape not in (out_shape, (m, n), (1, m, n)):
+            raise ValueError(f"c has shape {c.shape}; expected {out_shape}" +
+                             (f" or {(m, n)}" if batched_result else ""))
+    elif use_c:
+        raise ValueError("beta != 0 needs c")
+    if bias is not None:
+        _check_array("bias", bias, cp, dev)
+        if bias.dtype.name not in ("float32", in_name):
+            raise TypeError(f"bias has dtype {bias.dtype.name}; it must be float32 or the input dtype {in_name}")
+        if bias.shape != (n,):
+            raise ValueError(f"bias has shape {bias.shape}; expected ({n},)")
+        if n > 1 and bias.strides[0] != bias.dtype.itemsize:
+            raise ValueError("bias must be contiguous (unit stride); pass cupy.ascontiguousarray(bias)")
     if out is not None:
-        if not isinstance(out, cp.ndarray):
-            raise TypeError(f"out must be a cupy.ndarray, got {type(out).__name__}")
-        if out.shape != (m, n):
-            raise ValueError(f"out has shape {out.shape}, expected {(m, n)}")
-        if out.dtype != a.dtype:
-            raise TypeError(f"out has dtype {out.dtype.name}, expected {a.dtype.name}")
-        if not out.flags.c_contiguous:
-            raise ValueError("out must be C-contiguous (row-major)")
-        if out.device.id != dev:
-            raise ValueError(f"out is on device {out.device.id}, a and b on device {dev}")
-    if m == 0 or n == 0 or k == 0:
-        if out is None:
-            with cp.cuda.Device(dev):
-                out = cp.zeros((m, n), dtype=a.dtype)
-        else:
-            out.fill(0)
-        return out
-    # Layout: this kernel takes TN (both operands K-major).
-    if a.strides[1] != isz and k > 1:
-        raise NotImplementedError(
-            "a must be row-major (unit stride along K); column-major A (the NN/NT layouts) is not "
-            "supported yet: pass cupy.ascontiguousarray(a)")
-    if b.strides[0] != isz and k > 1:
-        raise NotImplementedError(
-            "b must be column-major (b = bt.T of a row-major (N, K) array: the TN layout); row-major B "
-            "is not supported yet: pass cupy.ascontiguousarray(b.T).T")
-    lda = _pitch(a, 0, 1, "a", "rows of a (a.strides[0])")
-    ldb = _pitch(b, 1, 0, "b", "columns of b (b.strides[1])")
+        _check_array("out", out, cp, dev)
+        if out.shape != out_shape:
+            raise ValueError(f"out has shape {out.shape}, expected {out_shape}")
+        if out.dtype.name != out_name:
+            raise TypeError(f"out has dtype {out.dtype.name}, expected {out_name}")
+
+    # Zero-size problems (cupy.matmul semantics; no launch, no TMA rules apply).
+    if m == 0 or n == 0 or batch == 0:
+        with cp.cuda.Device(dev):
+            return out if out is not None else cp.empty(out_shape, dtype=_np_dtype(out_name))
+    if k == 0:
+        return _no_reduction(cp, dev, out_shape, out_name, c if use_c else None, beta, bias, activation, out)
+
+    # Operand layouts (raise before anything is allocated or launched).
+    a_kmajor, a_pitch = _matrix_layout("a", a, "K", "M")
+    b_rowmajor, b_pitch = _matrix_layout("b", b, "N", "K", prefer_inner=False)
+    b_kmajor = not b_rowmajor
+    a_bs, a_batched = _batch_info("a", a, batch)
+    b_bs, b_batched = _batch_info("b", b, batch)
     for name, x in (("a", a), ("b", b)):
-        if x.data.ptr % 16:
+        if x.size and x.data.ptr % 16:
             raise ValueError(f"{name}: base address 0x{x.data.ptr:x} is not 16-byte aligned, as TMA needs "
-                             "(slicing at an offset that is not a multiple of 16 bytes causes this)")
+                             "(slicing at an element offset that is not a multiple of 16 bytes causes this)")
+    if use_c:
+        c_rowmajor, c_pitch = _matrix_layout("c", c, "N", "M")
+        if not c_rowmajor and out_name == "float32":
+            raise ValueError("c: a float32 c must be row-major (unit stride along N); pass cupy.ascontiguousarray(c)")
+        c_bs, c_batched = _batch_info("c", c, batch)
+        if c.data.ptr % 16:
+            raise ValueError(f"c: base address 0x{c.data.ptr:x} is not 16-byte aligned, as TMA needs")
 
+    # ------------------------------------------------------------ the kernel's problem
     info = _device.info(dev)
-    bf16 = a.dtype.name == "bfloat16"
-    cfg = (gemm_configs.config(_block_n, bf16) if _block_n is not None
-           else gemm_configs.choose(m, n, k, bf16, info.sm_count))
-    sched = scheduler.schedule(m, n, gemm_configs.BLOCK_M, cfg.block_n, info.sm_count, _group)
-
-    pitch_ok = (n * isz) % 16 == 0
-    dt = tma.dtype_of(a.dtype)
-    sw = tma.Swizzle.B128
+    osz = np.dtype(_np_dtype(out_name)).itemsize
+    swap = _swap if _swap is not None else (m <= 64 < n)
+    if swap and out_name == "float32":
+        swap = False                        # a column-major fp32 epilogue is not built; plain tile instead
+    # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
+    if swap:
+        km, kn = n, m
+        A, B = (b, b_kmajor, b_pitch, b_bs, b_batched), (a, a_kmajor, a_pitch, a_bs, a_batched)
+    else:
+        km, kn = m, n
+        A, B = (a, a_kmajor, a_pitch, a_bs, a_batched), (b, b_kmajor, b_pitch, b_bs, b_batched)
+    block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count)
+    c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
+    cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
+                     c_colmajor_kernel, swap, BIAS_TYPES[bias.dtype.name] if bias is not None else 0,
+                     swap, ACTIVATIONS[activation])
+    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, info.sm_count, _group, batch)
     kernel = get_kernel(cfg.spec)
+
     with cp.cuda.Device(dev):
-        if out is not None and pitch_ok:
-            d = out
-        else:  # TMA stores need a row pitch that is a multiple of 16 bytes
-            d = cp.empty((m, -(-n // 8) * 8), dtype=a.dtype)
-        map_a = tma.tiled(dt, a.data.ptr, (k, m), (lda,), (64, 128), sw)
-        map_b = tma.tiled(dt, b.data.ptr, (k, n), (ldb,), (64, cfg.block_n), sw)
-        map_d = tma.tiled(dt, d.data.ptr, (n, m), (d.strides[0],), (64, 64), sw)
+        # D: the user's `out` when TMA can store into it, else a padded buffer.
+        d = out
+        if d is None or not _tma_storable(d, osz, batch):
+            npad = -(-n // (16 // osz)) * (16 // osz)
+            d = cp.empty((batch, m, npad), dtype=_np_dtype(out_name))[..., :n]
+        d3 = d if d.ndim == 3 else d.reshape(1, m, n)
+        d_pitch = d3.strides[1] if m > 1 else _round16(n * osz)
+        d_bs = d3.strides[0] if batch > 1 else _round16(m * max(d_pitch, 16))
+        dt_in, dt_out = _TMA_DTYPE[in_name], _TMA_DTYPE[out_name]
+        sw = tma.Swizzle.B128
+
+        def operand_map(x, kmajor, pitch, bs, batched, rows, box_rows):
+            lx = x.shape[0] if batched else 1
+            bstride = bs if batched else _round16(pitch * max(rows, 1) if kmajor else pitch * k)
+            if kmajor:          # lines are the operand's rows (M or N), K contiguous
+                return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (64, box_rows, 1), sw)
+            return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)
+
+        map_a = operand_map(A[0], A[1], A[2], A[3], A[4], km, gemm_configs.BLOCK_M)
+        map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n)
+
+        def epilogue_map(ptr, dtype, colmajor_kernel, pitch, bstride, lx):
+            if colmajor_kernel:     # lines are the kernel's columns: memory (M', N') with M' contiguous
+                return tma.tiled(dtype, ptr, (km, kn, lx), (pitch, bstride), (64, 64, 1), sw)
+            return tma.tiled(dtype, ptr, (kn, km, lx), (pitch, bstride), (cfg.epi_cols, 64, 1), sw)
+
+        map_d = epilogue_map(d3.data.ptr, dt_out, swap, d_pitch, d_bs, batch)
+        if use_c:
+            c_l = c.shape[0] if c_batched else 1
+            map_c = epilogue_map(c.data.ptr, dt_out, c_colmajor_kernel, c_pitch,
+                                 c_bs if c_batched else _round16(c_pitch * max(m, n)), c_l)
+        else:
+            map_c = map_d
+        bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
+        bias_ptr = bias.data.ptr if bias is not None else 0
         with _device.on_device(dev):
             kernel.function(dev)
             stream = cp.cuda.get_current_stream(dev).ptr
             kernel.launch(dev, (sched.grid, 1, 1), gemm_configs.THREADS, cfg.smem_bytes, stream,
-                          (map_a, map_b, map_d, m, n, k, sched.tiles_m, sched.tiles_n, sched.group), _TYPES)
-        if d is out:
-            return out
+                          (map_a, map_b, map_c, map_d, km, kn, k, batch, sched.tiles_m, sched.tiles_n,
+                           sched.group, bmask, alpha, beta, bias_ptr), _TYPES)
         if out is None:
-            return d if d.shape[1] == n else cp.ascontiguousarray(d[:, :n])
-        out[...] = d[:, :n]
+            res = d if d.ndim == len(out_shape) else d.reshape(out_shape)
+            return res if res.flags.c_contiguous else cp.ascontiguousarray(res)
+        if d is not out:
+            out[...] = d.reshape(out_shape)
+        return out
+
+
+def _tma_storable(d, osz: int, batch: int) -> bool:
+    """Can the kernel TMA-store straight into ``d`` (row-major lines, 16-byte
+    pitches and base)?"""
+    if d.data.ptr % 16 or d.strides[-1] != osz:
+        return False
+    if d.shape[-2] > 1 and (d.strides[-2] <= 0 or d.strides[-2] % 16):
+        return False
+    if d.ndim == 3 and batch > 1 and (d.strides[0] <= 0 or d.strides[0] % 16):
+        return False
+    return True
+
+
+def _no_reduction(cp, dev, out_shape, out_name, c, beta, bias, activation, out):
+    """K == 0: a @ b is all zeros, so D = act(beta·c + bias); computed with
+    CuPy element-wise ops (no rawcoop launch), like cupy.matmul's zeros."""
+    with cp.cuda.Device(dev):
+        v = cp.zeros(out_shape, dtype=cp.float32)
+        if c is not None:
+            v = v + beta * c.astype(cp.float32)
+        if bias is not None:
+            v = v + bias.astype(cp.float32)
+        if activation == "relu":
+            v = cp.maximum(v, 0)
+        elif activation == "gelu":
+            v = 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
+        elif activation == "silu":
+            v = v / (1 + cp.exp(-v))
+        res = v.astype(_np_dtype(out_name))
+        if out is None:
+            return res
+        out[...] = res
         return out

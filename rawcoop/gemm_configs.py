@@ -1,71 +1,125 @@
 """GEMM kernel configurations: what is compiled (KernelSpec), how much shared
-memory each needs, and the simple rule that picks one per problem."""
+memory each needs, and the rule that picks a tile per problem.
+
+A :class:`GemmConfig` is everything kernels/gemm.cu takes as a compile-time
+constant: tile width, stages, input type, operand majorness, output type and
+the epilogue variant (C, bias, activation, D/C orientation).
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .compiler import KernelSpec
 
 BLOCK_M = 128
 BLOCK_K = 64
 THREADS = 384
-ELEM = 2
-SMEM_LIMIT = 232448          # sm_90 opt-in shared memory per block
-EPI_BYTES = 2 * 2 * 64 * 64 * ELEM   # 2 consumers x 2 staging buffers of 64x64
+IN_BYTES = 2
+SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
+EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
+EPI_BYTES = 2 * 2 * EPI_BUFFER      # 2 consumers x 2 staging buffers
+MAX_STAGES = 8
+
+OUT_TYPES = {"float16": 0, "bfloat16": 1, "float32": 2}
+BIAS_TYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3}
+ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
+BLOCK_NS = (64, 128, 256)
 
 
 @dataclass(frozen=True)
 class GemmConfig:
     block_n: int
-    stages: int
-    bf16: bool
+    in_bf16: bool
+    a_kmajor: bool = True
+    b_kmajor: bool = True
+    out_type: int = -1              # -1: the input type
+    has_c: bool = False
+    c_colmajor: bool = False
+    d_colmajor: bool = False
+    bias: int = 0
+    bias_on_rows: bool = False
+    act: int = 0
+    stages: int = 0                 # 0: as many as fit
+
+    def __post_init__(self):
+        if self.out_type == -1:
+            object.__setattr__(self, "out_type", 1 if self.in_bf16 else 0)
+        if self.stages == 0:
+            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c))
+
+    @property
+    def out_bytes(self) -> int:
+        return 4 if self.out_type == 2 else 2
+
+    @property
+    def epi_cols(self) -> int:
+        """Columns per epilogue chunk (one TMA store box)."""
+        return 128 // self.out_bytes
 
     @property
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu."""
-        stage = (BLOCK_M + self.block_n) * BLOCK_K * ELEM
-        return self.stages * stage + EPI_BYTES + 2 * self.stages * 8 + 1024
+        stage = (BLOCK_M + self.block_n) * BLOCK_K * IN_BYTES
+        bars = 2 * self.stages + 2 * 2 * 2 + 1
+        return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
 
     @property
     def spec(self) -> KernelSpec:
-        return KernelSpec.make("gemm.cu", "gemm_tn", BLOCK_N=self.block_n, STAGES=self.stages,
-                               DTYPE_BF16=int(self.bf16))
+        return KernelSpec.make(
+            "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, IN_BF16=int(self.in_bf16),
+            A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
+            HAS_C=int(self.has_c), C_COLMAJOR=int(self.c_colmajor), D_COLMAJOR=int(self.d_colmajor),
+            BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act)
 
 
-def max_stages(block_n: int) -> int:
-    stage = (BLOCK_M + block_n) * BLOCK_K * ELEM
-    return (SMEM_LIMIT - EPI_BYTES - 1024 - 64) // stage
-
-
-def config(block_n: int, bf16: bool) -> GemmConfig:
-    return GemmConfig(block_n, min(max_stages(block_n), 8), bf16)
-
-
-BLOCK_NS = (128, 256)
+def max_stages(block_n: int, has_c: bool) -> int:
+    stage = (BLOCK_M + block_n) * BLOCK_K * IN_BYTES
+    fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 9)
+    return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
 
 
 def all_configs() -> list[GemmConfig]:
-    return [config(bn, bf) for bn in BLOCK_NS for bf in (True, False)]
+    """The configurations warm-up compiles by default: every layout and input
+    type, with the plain epilogue, for the tiles the heuristic picks (128x128,
+    128x256) and the swap-AB small-M tile (128x64, D column-major)."""
+    out = []
+    for bf in (True, False):
+        for ak in (True, False):
+            for bk in (True, False):
+                for bn in (128, 256):
+                    out.append(GemmConfig(bn, bf, ak, bk))
+                out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
+    return out
 
 
 def all_specs() -> list[KernelSpec]:
     return [c.spec for c in all_configs()]
 
 
-def choose(m: int, n: int, k: int, bf16: bool, sm_count: int) -> GemmConfig:
-    """Simple rule for now: 128x256 tiles when they still give every SM a
-    tile, else 128x128 (more, smaller tiles for small problems)."""
-    tiles_256 = -(-m // BLOCK_M) * -(-n // 256)
-    return config(256 if tiles_256 >= sm_count else 128, bf16)
+def choose_block_n(m: int, n: int, batches: int, sm_count: int) -> int:
+    """128x256 tiles when they still give every SM a tile, else 128x128
+    (more, smaller tiles for small problems); 128x64 for narrow N."""
+    if n <= 64:
+        return 64
+    tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
+    return 256 if tiles_256 >= sm_count else 128
+
+
+def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
+    return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c))
 
 
 def expected_instructions(spec: KernelSpec) -> list[str]:
     d = dict(spec.defines)
-    t = "bf16" if d["DTYPE_BF16"] else "f16"
-    return [f"wgmma.mma_async.sync.aligned.m64n{d['BLOCK_N']}k16.f32.{t}.{t}",
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
-            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+    t = "bf16" if d["IN_BF16"] else "f16"
+    want = [f"wgmma.mma_async.sync.aligned.m64n{d['BLOCK_N']}k16.f32.{t}.{t}",
+            "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group",
             "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
             "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
-            "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "fence.proxy.async.shared::cta",
-            "cvt.rn." + t + "x2.f32"]
+            "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "fence.proxy.async.shared::cta"]
+    if d["OUT_TYPE"] != 2:
+        want.append("cvt.rn." + ("bf16" if d["OUT_TYPE"] == 1 else "f16") + "x2.f32")
+    if d["ACT"] in (2, 3):
+        want.append("ex2.approx.ftz.f32")
+    return want

@@ -23,7 +23,7 @@ def test_compiles_with_expected_ptx(spec):
 
 def test_registry_has_gemm_and_copy_kernels():
     names = {s.name for s in SPECS}
-    assert {"gemm_tn", "tile_replicate"} <= names
+    assert {"gemm_kernel", "tile_replicate"} <= names
     assert len(SPECS) == len(set(SPECS))
 
 
