@@ -138,17 +138,23 @@ RC_DEVICE float ex2_approx(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-RC_DEVICE float exp_fast(float x) { return ex2_approx(x * 1.4426950408889634f); }
+RC_DEVICE float rcp_approx(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// 1 / (1 + exp(-x)) with two MUFU ops; exact limits 0 and 1 at the extremes.
+RC_DEVICE float sigmoid_fast(float x) { return rcp_approx(1.f + ex2_approx(-1.4426950408889634f * x)); }
 
 RC_DEVICE float activate(float v) {
 #if ACT == 1
     return v > 0.f ? v : (v == v ? 0.f : v);                  // relu, NaN propagates
 #elif ACT == 2
-    const float y = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-    const float t = 1.f - 2.f / (1.f + exp_fast(2.f * y));    // tanh(y), saturates cleanly
-    return 0.5f * v * (1.f + t);
+    // gelu, tanh form: 0.5 v (1 + tanh(y)) = v · sigmoid(2y), y = sqrt(2/pi) (v + 0.044715 v^3)
+    const float y2 = v * (1.5957691216057308f + 0.0713548162726f * v * v);   // 2y
+    return v * sigmoid_fast(y2);
 #elif ACT == 3
-    return v / (1.f + exp_fast(-v));
+    return v * sigmoid_fast(v);                               // silu
 #else
     return v;
 #endif
@@ -381,26 +387,31 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (lane == 0) mbar_arrive(c_empty(c, b));
                 }
 #endif
+#if BIAS && BIAS_ON_ROWS
+                const float bias_r0 = grow0 < M ? load_bias(bias, grow0) : 0.f;
+                const float bias_r1 = grow0 + 8 < M ? load_bias(bias, grow0 + 8) : 0.f;
+#endif
 #pragma unroll
-                for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                for (u32 q = 0; q < kChunkRegs / 4; ++q) {
+#if BIAS && !BIAS_ON_ROWS
+                    const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
+                    const float b0 = gcol < N ? load_bias(bias, gcol) : 0.f;        // same columns for
+                    const float b1 = gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;  // both rows
+#endif
 #pragma unroll
                     for (u32 h = 0; h < 2; ++h) {
                         const u32 r = q * 4u + h * 2u;
-#if BIAS
-#if BIAS_ON_ROWS
-                        const int grow = grow0 + int(8u * h);
-                        const float bv = grow < M ? load_bias(bias, grow) : 0.f;
-                        v[r] += bv;
-                        v[r + 1] += bv;
-#else
-                        const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
-                        v[r] += gcol < N ? load_bias(bias, gcol) : 0.f;
-                        v[r + 1] += gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;
-#endif
+#if BIAS && BIAS_ON_ROWS
+                        v[r] += h ? bias_r1 : bias_r0;
+                        v[r + 1] += h ? bias_r1 : bias_r0;
+#elif BIAS
+                        v[r] += b0;
+                        v[r + 1] += b1;
 #endif
                         v[r] = activate(v[r]);
                         v[r + 1] = activate(v[r + 1]);
                     }
+                }
 
                 // Staging buffers alternate over the whole chunk sequence (not per
                 // tile), so the store that last read `buf` is never the newest one.

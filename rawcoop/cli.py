@@ -52,7 +52,7 @@ def cmd_info(args) -> int:
 
 def _select_specs(args):
     from . import registry
-    specs = registry.all_specs()
+    specs = registry.all_specs(everything=getattr(args, "all", False))
     if getattr(args, "kernel", None):
         specs = [s for s in specs if any(k in s.label for k in args.kernel)]
     return specs
@@ -125,6 +125,7 @@ def main(argv=None) -> int:
     w.add_argument("--jobs", type=int, default=None, help="worker processes (default: number of CPUs)")
     w.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per configuration")
     w.add_argument("--kernel", action="append", help="only configurations whose label contains this (repeatable)")
+    w.add_argument("--all", action="store_true", help="also the epilogue variants (C, bias, activations, fp32 out)")
     w.add_argument("--json", help="write a JSON report here")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
     c = sub.add_parser("cache", help="inspect or clear the kernel cache")

@@ -92,8 +92,29 @@ def all_configs() -> list[GemmConfig]:
     return out
 
 
-def all_specs() -> list[KernelSpec]:
-    return [c.spec for c in all_configs()]
+def epilogue_configs() -> list[GemmConfig]:
+    """A covering set of the epilogue space (every value of every epilogue
+    option at least once, mixed across tiles, layouts and input types), for
+    the CPU compile tests and ``warmup --all``."""
+    out = []
+    combos = [
+        # (out_type, has_c, c_col, d_col, bias, bias_rows, act)
+        (2, True, False, False, 1, False, 2), (2, False, False, False, 0, False, 1),
+        (0, True, True, False, 3, False, 3), (1, True, False, False, 2, False, 2),
+        (0, True, True, True, 1, True, 1), (1, True, False, True, 2, True, 3),
+        (0, False, False, True, 3, True, 2), (1, False, False, False, 1, False, 0),
+        (2, True, False, False, 0, False, 3), (0, True, False, False, 0, False, 0),
+    ]
+    for i, (ot, hc, cc, dc, bi, br, act) in enumerate(combos):
+        bn = BLOCK_NS[i % 3]
+        bf = bool(i % 2)
+        out.append(GemmConfig(bn, bf, bool(i & 2), bool(i & 4), ot, hc, cc, dc, bi, br, act))
+    return out
+
+
+def all_specs(everything: bool = False) -> list[KernelSpec]:
+    cfgs = all_configs() + (epilogue_configs() if everything else [])
+    return [c.spec for c in cfgs]
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int) -> int:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from .compiler import KernelSpec
 
 
-def all_specs() -> list[KernelSpec]:
+def all_specs(everything: bool = False) -> list[KernelSpec]:
+    """The default warm-up set; ``everything`` adds the epilogue-variant
+    covering set (C, bias, activations, output types, swap-AB epilogues)."""
     from . import tile_copy
     specs: list[KernelSpec] = []
     specs += tile_copy.all_specs()
@@ -14,7 +16,7 @@ def all_specs() -> list[KernelSpec]:
     except ImportError:
         pass
     else:
-        specs += gemm_configs.all_specs()
+        specs += gemm_configs.all_specs(everything)
     return specs
 
 

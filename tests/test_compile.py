@@ -21,6 +21,19 @@ def test_compiles_with_expected_ptx(spec):
     assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
 
 
+@pytest.mark.parametrize("cfg", __import__("rawcoop.gemm_configs").gemm_configs.epilogue_configs(),
+                         ids=lambda c: c.spec.label)
+def test_gemm_epilogue_variants_compile(cfg):
+    """Every epilogue option value (C row/col, D col, bias types/rows, each
+    activation, each output type) compiles without spills."""
+    r = compiler.compile_spec(cfg.spec, want_ptx=True)
+    for instr in registry.expected_instructions(cfg.spec):
+        assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
+    usage = compiler.resource_usage(r.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert cfg.smem_bytes <= 232448
+
+
 def test_registry_has_gemm_and_copy_kernels():
     names = {s.name for s in SPECS}
     assert {"gemm_kernel", "tile_replicate"} <= names
