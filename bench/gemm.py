@@ -13,6 +13,7 @@ Suites:
   batched   L=16 x 2048^3 fp16, rawcoop vs cupy.matmul on the 3-D arrays
   epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
   small_m   M in {1, 16, 64}, N = K = 8192: swap-AB (default) and forced no-swap
+  pdl       a chain of 8 dependent GEMMs with and without programmatic dependent launch
 
     PYTHONPATH=$PWD python bench/gemm.py [--suite main,layouts,...] [--dtypes bf16,fp16]
         [--shapes 4096x4096x4096,...] [--variants auto,256:8] [--rounds 5] [--iters 20] [--json out.json]
@@ -231,6 +232,34 @@ class Bench:
                         lambda i: rawcoop.gemm(A[i], BT[i].T, bias=bias, activation="gelu", out=D[i]), theirs_bg,
                         sets, baseline="cuBLAS+ew", extra={"rel_err": err})
             del A, BT, C, D, T
+            self.free()
+
+    def pdl(self):
+        """A chain of 8 dependent GEMMs (each consumes the previous output),
+        launched with and without programmatic dependent launch."""
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        for size in (1024, 2048):
+            x0 = self.rand((size, size), dt, 1)
+            W = [(self.rand((size, size), dt, 2 + i).astype(cp.float32) / 32).astype(dt) for i in range(8)]
+            X = [cp.empty((size, size), dt) for _ in range(8)]
+
+            def chain(pdl):
+                def run(_):
+                    x = x0
+                    for i in range(8):
+                        x = rawcoop.gemm(x, W[i], out=X[i], pdl=pdl)
+                return run
+
+            def chain_cublas(_):
+                x = x0
+                for i in range(8):
+                    x = cp.matmul(x, W[i], out=X[i])
+            flops = 8 * 2.0 * size ** 3
+            self.record("pdl", f"bf16 8x{size}^3 chain pdl vs no-pdl", flops, chain(True), chain(False), 1,
+                        baseline="no-pdl")
+            self.record("pdl", f"bf16 8x{size}^3 chain pdl vs cuBLAS", flops, chain(True), chain_cublas, 1)
             self.free()
 
     def small_m(self):

@@ -205,7 +205,8 @@ extern "C" __global__ void __launch_bounds__(384, 1)
 gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
             const __grid_constant__ TmaMap map_c, const __grid_constant__ TmaMap map_d,
             int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
-            float alpha, float beta, const void* __restrict__ bias)
+            float alpha, float beta, const void* __restrict__ bias,
+            int tiles_dp, int splits, float* __restrict__ workspace, int* __restrict__ flags)
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -223,6 +224,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const u32 wg = threadIdx.x / 128;
     const int tiles = L * tiles_m * tiles_n;
     const int k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
+    const int units = unit_count(tiles, tiles_dp, splits);
     const bool a_batched = bmask & 1, b_batched = bmask & 2, c_batched = bmask & 4;
 
     if (threadIdx.x == 0) {
@@ -243,6 +245,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         fence_mbar_init();
     }
     __syncthreads();
+    // Everything above touched no global memory: with programmatic dependent
+    // launch it overlaps the previous kernel's tail.
+    griddep_wait();
 
     if (wg == 0) {
         // ============================================================ producer
@@ -252,11 +257,12 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // ---------------------------------------------- mainloop loads
             u32 stage = 0, phase = 0;
             bool first = true;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+                const TileCoord tc = w.tc;
                 const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
                 const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
-                for (int kb = 0; kb < k_blocks; ++kb) {
+                for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u);
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
@@ -276,12 +282,15 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }
                 }
             }
+            griddep_launch_dependents();             // all our loads are issued
         } else if (HAS_C && warp == 1 && lane == 0) {
             // ---------------------------------------------- epilogue C loads
             mbar_wait(first_load, 0);                // ordered after the first mainloop load
             u32 e = 0;                               // chunk counter (same in both consumers)
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
+            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+                if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
+                const TileCoord tc = w.tc;
                 const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
                 const int lc = c_batched ? tc.l : 0;
                 for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
@@ -312,13 +321,14 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (u32 i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
 
         u32 stage = 0, phase = 0, e = 0;
-        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const TileCoord tc = tile_coord(t, tiles_m, tiles_n, group);
+        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+            const TileCoord tc = w.tc;
             const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
 
             // -------------------------------------------------- mainloop
             u32 prev = 0;
-            for (int kb = 0; kb < k_blocks; ++kb) {
+            for (int kb = 0; kb < w.kb_count; ++kb) {
                 mbar_wait(full(stage), phase);
                 wgmma_fence();
 #pragma unroll
@@ -345,6 +355,45 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             }
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(empty(prev));
+
+            // -------------------------------------------------- split-K fix-up
+            // The splits of a tile are reduced in split order through an fp32
+            // workspace slot per (tile, consumer): split 0 stores its partial,
+            // split s waits until flag == s, adds the slot into its registers
+            // (ws + acc, always in that order: bit-identical on every run) and
+            // stores the sum or, as the last split, runs the epilogue.  Units of
+            // one tile are consecutive and every CTA of the persistent grid is
+            // resident, so a split only waits on lower-numbered units that are
+            // already running or done: no deadlock.
+            if (w.splits > 1) {
+                const int slot = (w.tile - tiles_dp) * int(kConsumers) + int(c);
+                float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
+                int* flag = flags + slot;
+                if (w.split > 0) {
+                    if (tid == 0) {
+                        while (ld_acquire_gpu(flag) != w.split) nanosleep_ns(64);
+                    }
+                    named_barrier_sync(1 + c, 128);
+#pragma unroll
+                    for (u32 i = 0; i < kAccRegs / 4; ++i) {
+                        float p0, p1, p2, p3;
+                        ld_cg_f32x4(ws + (i * 128u + tid) * 4u, p0, p1, p2, p3);
+                        acc[4 * i] = p0 + acc[4 * i];
+                        acc[4 * i + 1] = p1 + acc[4 * i + 1];
+                        acc[4 * i + 2] = p2 + acc[4 * i + 2];
+                        acc[4 * i + 3] = p3 + acc[4 * i + 3];
+                    }
+                }
+                if (w.split < w.splits - 1) {
+#pragma unroll
+                    for (u32 i = 0; i < kAccRegs / 4; ++i)
+                        st_cg_f32x4(ws + (i * 128u + tid) * 4u, acc[4 * i], acc[4 * i + 1], acc[4 * i + 2],
+                                    acc[4 * i + 3]);
+                    named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
+                    if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
+                    continue;
+                }
+            }
 
             // -------------------------------------------------- epilogue
             const bool rows_in = m0 + int(c * 64u) < M;

@@ -194,3 +194,27 @@ RC_DEVICE float u32_as_f32(u32 u) {
 }
 
 RC_DEVICE void syncwarp() { asm volatile("bar.warp.sync 0xffffffff;" ::: "memory"); }
+
+// ---------------------------------------------------------------- global sync (split-K fix-up)
+RC_DEVICE int ld_acquire_gpu(const int* p) {
+    int v;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+RC_DEVICE void st_release_gpu(int* p, int v) {
+    asm volatile("st.release.gpu.global.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+RC_DEVICE void nanosleep_ns(u32 ns) { asm volatile("nanosleep.u32 %0;" :: "r"(ns)); }
+
+// L2-only (bypass the non-coherent L1) 16-byte global accesses.
+RC_DEVICE void ld_cg_f32x4(const float* p, float& a, float& b, float& c, float& d) {
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
+}
+RC_DEVICE void st_cg_f32x4(float* p, float a, float b, float c, float d) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+// Programmatic dependent launch: wait for the previous grid's memory; let
+// the next grid start launching.  Both are no-ops without the launch attribute.
+RC_DEVICE void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+RC_DEVICE void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import device as _device
-from . import gemm_configs, scheduler, tma
+from . import gemm_configs, scheduler, tma, workspace
 from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
 
 _INPUTS = ("float16", "bfloat16")
-_TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR)
+_TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
+          I32, I32, PTR, PTR)
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
 
 
@@ -111,8 +112,8 @@ def _check_array(name: str, x, cp, dev: int | None):
 
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
-         out=None, out_dtype=None, _block_n: int | None = None, _group: int | None = None,
-         _swap: bool | None = None):
+         out=None, out_dtype=None, pdl: bool = False, _block_n: int | None = None, _group: int | None = None,
+         _swap: bool | None = None, _splits: int | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -126,7 +127,11 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     the result's shape and dtype with unit stride along N (may be ``c``).
     fp32 accumulation; alpha, beta, bias and the activation are applied in
     fp32 registers before the single rounding to the output type.
-    ``_block_n``, ``_group``, ``_swap`` force kernel choices (tests, benchmarks).
+    pdl: launch with programmatic stream serialization, so that this GEMM's
+    prologue overlaps the tail of the previous kernel on the stream.
+    ``_block_n``, ``_group``, ``_swap``, ``_splits`` force kernel choices
+    (tests, benchmarks).  Results are deterministic: split-K reduces partials
+    in a fixed order.
     """
     import cupy as cp
 
@@ -237,7 +242,9 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
                      c_colmajor_kernel, swap, BIAS_TYPES[bias.dtype.name] if bias is not None else 0,
                      swap, ACTIVATIONS[activation])
-    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, info.sm_count, _group, batch)
+    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, info.sm_count, _group, batch,
+                               k=k, block_k=gemm_configs.BLOCK_K, splits=_splits)
+    dec = sched.decomposition
     kernel = get_kernel(cfg.spec)
 
     with cp.cuda.Device(dev):
@@ -276,12 +283,16 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
             map_c = map_d
         bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
         bias_ptr = bias.data.ptr if bias is not None else 0
+        stream = cp.cuda.get_current_stream(dev).ptr
+        ws_ptr = flags_ptr = 0
+        if dec.splits > 1:
+            ws_ptr, flags_ptr = workspace.get(dev, stream, dec.workspace_floats(cfg.block_n), dec.flag_count())
         with _device.on_device(dev):
             kernel.function(dev)
-            stream = cp.cuda.get_current_stream(dev).ptr
             kernel.launch(dev, (sched.grid, 1, 1), gemm_configs.THREADS, cfg.smem_bytes, stream,
                           (map_a, map_b, map_c, map_d, km, kn, k, batch, sched.tiles_m, sched.tiles_n,
-                           sched.group, bmask, alpha, beta, bias_ptr), _TYPES)
+                           sched.group, bmask, alpha, beta, bias_ptr, dec.tiles_dp, dec.splits, ws_ptr,
+                           flags_ptr), _TYPES, pdl=pdl)
         if out is None:
             res = d if d.ndim == len(out_shape) else d.reshape(out_shape)
             return res if res.flags.c_contiguous else cp.ascontiguousarray(res)

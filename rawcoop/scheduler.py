@@ -1,9 +1,17 @@
 """Persistent tile scheduling, host side.  kernels/scheduler.cuh is the
-device side of the same contract: both walk the identical tile sequence.
+device side of the same contract: both walk the identical unit sequence.
 
-CTA ``b`` of ``grid`` CTAs handles linear tiles ``b, b + grid, ...``; a linear
-index maps to an output tile ``(m, n)`` in grouped raster order (groups of
-``group`` tile-rows, down the rows first inside a group).
+Tiles: a linear tile index maps to (batch, tile row, tile column) in grouped
+raster order (groups of ``group`` tile-rows, down the rows first inside a
+group; batches one after another).
+
+Work units (:class:`Decomposition`): the first ``tiles_dp`` tiles are
+data-parallel (one unit = the whole K range of a tile); every later tile is
+split ``splits`` ways along K (split-K on the partial last wave, or on all
+tiles when there are fewer tiles than SMs).  CTA ``b`` of ``grid`` handles
+units ``b, b + grid, ...``.  Split units need an fp32 workspace slot per
+(tile, consumer warpgroup) and one flag each; only the flags are zeroed, on
+the launch stream.
 """
 from __future__ import annotations
 
@@ -27,6 +35,61 @@ def tile_coord(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int
     return l, first_m + r % rows, r // rows
 
 
+MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
+MAX_SPLITS = 4                # the deterministic fix-up is serial in the split index
+CONSUMERS = 2                 # workspace slots per split tile
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    tiles: int
+    k_blocks: int
+    tiles_dp: int
+    splits: int
+
+    @property
+    def units(self) -> int:
+        return self.tiles_dp + (self.tiles - self.tiles_dp) * self.splits
+
+    @property
+    def split_tiles(self) -> int:
+        return 0 if self.splits == 1 else self.tiles - self.tiles_dp
+
+    def unit(self, u: int) -> tuple[int, int, int, int, int]:
+        """Exactly kernels/scheduler.cuh's ``work_unit``:
+        (tile, split, splits, first k-block, k-block count)."""
+        if u < self.tiles_dp:
+            tile, split, splits = u, 0, 1
+        else:
+            v = u - self.tiles_dp
+            tile, split, splits = self.tiles_dp + v // self.splits, v % self.splits, self.splits
+        base, rem = divmod(self.k_blocks, splits)
+        return tile, split, splits, split * base + min(split, rem), base + (1 if split < rem else 0)
+
+    def workspace_floats(self, block_n: int) -> int:
+        return self.split_tiles * CONSUMERS * 64 * block_n
+
+    def flag_count(self) -> int:
+        return self.split_tiles * CONSUMERS
+
+
+def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
+    """Data-parallel for full waves; split-K for the tiles of a partial last
+    wave (or all tiles when there are fewer than SMs), with as many splits as
+    fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
+    k-blocks each.  ``splits`` forces split-K on every tile (tests, tuning)."""
+    if splits is not None:
+        splits = max(1, min(splits, k_blocks))
+        return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)
+    full_waves, tail = divmod(tiles, sm_count)
+    if tail == 0:
+        return Decomposition(tiles, k_blocks, tiles, 1)
+    s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
+    if s < 2:
+        return Decomposition(tiles, k_blocks, tiles, 1)
+    return Decomposition(tiles, k_blocks, full_waves * sm_count, s)
+
+
 @dataclass(frozen=True)
 class Schedule:
     tiles_m: int
@@ -34,6 +97,7 @@ class Schedule:
     group: int
     grid: int
     batches: int = 1
+    decomposition: Decomposition | None = None
 
     @property
     def tiles(self) -> int:
@@ -45,12 +109,17 @@ class Schedule:
 
 
 def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None,
-             batches: int = 1) -> Schedule:
+             batches: int = 1, k: int | None = None, block_k: int = 64, splits: int | None = None) -> Schedule:
+    """Tiles, raster group, decomposition (when ``k`` is given) and the
+    persistent grid: min(#SMs, #units)."""
     tiles_m, tiles_n = cdiv(m, block_m), cdiv(n, block_n)
     if group is None:
         group = default_group(tiles_m, tiles_n)
     group = max(1, min(group, tiles_m))
-    return Schedule(tiles_m, tiles_n, group, min(sm_count, batches * tiles_m * tiles_n), batches)
+    tiles = batches * tiles_m * tiles_n
+    dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits) if k is not None else None
+    units = dec.units if dec is not None else tiles
+    return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec)
 
 
 def default_group(tiles_m: int, tiles_n: int) -> int:

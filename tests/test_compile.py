@@ -83,3 +83,38 @@ def test_scheduler_matches_device_formula_and_covers_every_tile():
         seen = [t for c in range(sched.grid) for t in sched.tiles_of(c)]
         assert sorted(seen) == sorted((b, i, j) for b in range(batches) for i in range(sched.tiles_m)
                                       for j in range(sched.tiles_n))
+
+
+def test_decomposition_covers_every_tile_kblock_exactly_once():
+    """Host mirror of scheduler.cuh's work_unit: over all CTAs of the grid,
+    every (tile, k-block) is covered exactly once, splits of a tile are
+    consecutive units, and only a tile's last split runs its epilogue."""
+    import random
+    from rawcoop import scheduler
+    rng = random.Random(1)
+    for _ in range(400):
+        tiles = rng.randint(1, 700)
+        k_blocks = rng.randint(1, 600)
+        sms = rng.choice([1, 7, 66, 132])
+        forced = rng.choice([None, None, 1, 2, 3, 5, 64])
+        dec = scheduler.decompose(tiles, k_blocks, sms, forced)
+        grid = min(sms, dec.units)
+        covered = {}
+        epilogues = []
+        for cta in range(grid):
+            for u in range(cta, dec.units, grid):
+                tile, split, splits, kb0, kbn = dec.unit(u)
+                assert kbn >= 1
+                for kb in range(kb0, kb0 + kbn):
+                    key = (tile, kb)
+                    assert key not in covered, f"{key} covered twice"
+                    covered[key] = u
+                if split == splits - 1:
+                    epilogues.append(tile)
+        assert len(covered) == tiles * k_blocks
+        assert sorted(epilogues) == list(range(tiles))
+        if dec.splits > 1:
+            assert 2 <= dec.splits and dec.tiles_dp % sms == 0 or forced is not None
+            assert dec.workspace_floats(128) == dec.split_tiles * 2 * 64 * 128
+            if forced is None:
+                assert dec.units - dec.tiles_dp <= sms, "split units must fit in one wave"

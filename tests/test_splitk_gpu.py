@@ -1,0 +1,109 @@
+"""GPU: split-K / tail-wave split decomposition with the in-kernel fix-up:
+correct against float64, deterministic (bit-identical runs), and every
+configuration reachable (forced splits, multiple rounds of units, epilogues)."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 7e-4, "bfloat16": 5e-3, "float32": 2e-5}
+
+
+def _dt(name):
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def _rand(cp, shape, dtype, seed):
+    return cp.random.RandomState(seed).standard_normal(shape, dtype=cp.float32).astype(dtype)
+
+
+def _check(cp, d, ref, name):
+    e = float(cp.linalg.norm((d.astype(cp.float64) - ref).ravel()) / cp.linalg.norm(ref.ravel()))
+    assert np.isfinite(e) and e < TOL[name], f"relative error {e:.3e}"
+
+
+def _decomposition(m, n, k, swap=False, splits=None, block_n=None, batch=1):
+    from rawcoop import device, gemm_configs, scheduler
+    sms = device.info(0).sm_count
+    km, kn = (n, m) if swap else (m, n)
+    bn = block_n or gemm_configs.choose_block_n(km, kn, batch, sms)
+    return scheduler.schedule(km, kn, 128, bn, sms, None, batch, k=k, splits=splits).decomposition
+
+
+@pytest.mark.parametrize("splits", [2, 3, 5])
+@pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
+def test_forced_splits_all_layouts_with_epilogue(splits, layout):
+    import cupy as cp
+    import rawcoop
+    m, n, k = 520, 776, 1000
+    dt = _dt("bfloat16")
+    a = _rand(cp, (m, k), dt, 1) if layout[0] == "T" else _rand(cp, (k, m), dt, 1).T
+    b = _rand(cp, (n, k), dt, 2).T if layout[1] == "N" else _rand(cp, (k, n), dt, 2)
+    c = _rand(cp, (m, n), dt, 3)
+    bias = _rand(cp, (n,), cp.float32, 4)
+    d = rawcoop.gemm(a, b, c=c, alpha=0.5, beta=2.0, bias=bias, activation="silu", _splits=splits)
+    r = 0.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) + 2.0 * c.astype(cp.float64) + bias
+    r = r / (1 + cp.exp(-r))
+    _check(cp, d, r, "bfloat16")
+
+
+def test_many_rounds_of_split_units():
+    """Forced splits with far more units than CTAs: splits of one tile land in
+    different rounds, so waits cross rounds (the no-deadlock argument)."""
+    import cupy as cp
+    import rawcoop
+    dt = _dt("float16")
+    a, b = _rand(cp, (2048, 4096), dt, 5), _rand(cp, (2048, 4096), dt, 6).T
+    dec = _decomposition(2048, 2048, 4096, splits=4)
+    assert dec.units > 4 * 132
+    d = rawcoop.gemm(a, b, _splits=4)
+    _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), "float16")
+
+
+@pytest.mark.parametrize("shape,swap", [((1024, 1024, 65536), False), ((128, 8192, 8192), False),
+                                        ((1, 8192, 8192), True), ((16, 8192, 8192), True),
+                                        ((3000, 1000, 8192), False)], ids=str)
+def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
+    import cupy as cp
+    import rawcoop
+    m, n, k = shape
+    dec = _decomposition(m, n, k, swap=swap)
+    assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
+    dt = _dt("bfloat16")
+    a, b = _rand(cp, (m, k), dt, 7), _rand(cp, (n, k), dt, 8).T
+    first = rawcoop.gemm(a, b)
+    _check(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), "bfloat16")
+    for _ in range(10):
+        again = rawcoop.gemm(a, b)
+        assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "split-K result changed between runs"
+
+
+def test_split_batched_and_fp32_out_and_c_colmajor():
+    import cupy as cp
+    import rawcoop
+    dt = _dt("float16")
+    a, b = _rand(cp, (3, 200, 2048), dt, 9), _rand(cp, (3, 2048, 136), dt, 10)
+    c = _rand(cp, (3, 136, 200), cp.float32, 11).swapaxes(1, 2)     # column-major fp32 C is rejected ...
+    with pytest.raises(ValueError):
+        rawcoop.gemm(a, b, c=c, beta=1.0, out_dtype=cp.float32, _splits=3)
+    c = cp.ascontiguousarray(c)                                     # ... row-major works
+    d = rawcoop.gemm(a, b, c=c, beta=1.0, out_dtype=cp.float32, _splits=3)
+    _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + c, "float32")
+    c16 = _rand(cp, (3, 136, 200), dt, 12).swapaxes(1, 2)          # column-major 16-bit C
+    d = rawcoop.gemm(a, b, c=c16, beta=-1.0, _splits=2)
+    _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) - c16.astype(cp.float64), "float16")
+
+
+def test_pdl_chain_is_correct():
+    import cupy as cp
+    import rawcoop
+    dt = _dt("bfloat16")
+    x = _rand(cp, (1024, 1024), dt, 13)
+    w = (_rand(cp, (1024, 1024), dt, 14).astype(cp.float32) / 32).astype(dt)
+    ref = x.astype(cp.float64)
+    for _ in range(8):
+        x = rawcoop.gemm(x, w, pdl=True)
+        ref = ref @ w.astype(cp.float64)
+    e = float(cp.linalg.norm(x.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+    assert e < 3e-2, e          # 8 chained bf16 roundings
