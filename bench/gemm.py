@@ -116,8 +116,11 @@ class Bench:
             if v == "auto":
                 variants.append(("auto", {}))
             else:
-                bn, grp = v.split(":")
-                variants.append((v, {"_block_n": int(bn), "_group": int(grp)}))
+                parts = [int(x) for x in v.split(":")]
+                kw = {"_block_n": parts[0], "_group": parts[1]}
+                if len(parts) > 2:
+                    kw["_splits"] = parts[2]
+                variants.append((v, kw))
         for dname in self.args.dtypes.split(","):
             dt = self.dtypes[dname]
             for shape in self.args.shapes.split(","):
@@ -288,7 +291,8 @@ def main() -> None:
     ap.add_argument("--suite", default="main")
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--variants", default="auto", help="comma list of auto or BLOCK_N:GROUP (main suite)")
+    ap.add_argument("--variants", default="auto",
+                    help="comma list of auto or BLOCK_N:GROUP[:SPLITS] (main suite)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")
