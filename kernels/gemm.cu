@@ -384,7 +384,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         acc[4 * i + 3] = p3 + acc[4 * i + 3];
                     }
                 }
-                if (w.split < w.splits - 1) {
+                if (w.split == w.splits - 1) {
+                    // Last reader of this flag in this launch: leave it zeroed for
+                    // the next launch on the stream (the host zeroes it only once).
+                    if (tid == 0) st_release_gpu(flag, 0);
+                } else {
 #pragma unroll
                     for (u32 i = 0; i < kAccRegs / 4; ++i)
                         st_cg_f32x4(ws + (i * 128u + tid) * 4u, acc[4 * i], acc[4 * i + 1], acc[4 * i + 2],

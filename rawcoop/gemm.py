@@ -17,6 +17,7 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
 """
 from __future__ import annotations
 
+import os as _os
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,6 +28,7 @@ from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
 
 _INPUTS = ("float16", "bfloat16")
+
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
@@ -135,6 +137,29 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     """
     import cupy as cp
 
+    forced = (_block_n, _group, _swap, _splits)
+    try:
+        key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError):        # not CuPy arrays, or unhashable options: full validation
+        key = plan = None
+    if plan is None:
+        plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced)
+        if not isinstance(plan, _Plan):        # zero-size / K == 0 result, computed without a launch
+            return plan
+        if key is not None:
+            if len(_PLANS) >= _PLANS_MAX:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
+        print(f"rawcoop.gemm: {plan.cfg.spec.label} grid={plan.grid[0]} {plan.decomposition}")
+    return plan.run(cp, out)
+
+
+def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced):
+    """Validate everything (raising before any allocation or launch) and
+    compute the kernel configuration, schedule and tensor maps."""
+    _block_n, _group, _swap, _splits = forced
     # ------------------------------------------------------------ validation
     _check_array("a", a, cp, None)
     dev = a.device.id
@@ -247,58 +272,113 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     dec = sched.decomposition
     kernel = get_kernel(cfg.spec)
 
-    with cp.cuda.Device(dev):
-        # D: the user's `out` when TMA can store into it, else a padded buffer.
-        d = out
-        if d is None or not _tma_storable(d, osz, batch):
-            npad = -(-n // (16 // osz)) * (16 // osz)
-            d = cp.empty((batch, m, npad), dtype=_np_dtype(out_name))[..., :n]
-        d3 = d if d.ndim == 3 else d.reshape(1, m, n)
-        d_pitch = d3.strides[1] if m > 1 else _round16(n * osz)
-        d_bs = d3.strides[0] if batch > 1 else _round16(m * max(d_pitch, 16))
-        dt_in, dt_out = _TMA_DTYPE[in_name], _TMA_DTYPE[out_name]
+    dt_in, dt_out = _TMA_DTYPE[in_name], _TMA_DTYPE[out_name]
+    sw = tma.Swizzle.B128
+
+    def operand_map(x, kmajor, pitch, bs, batched, rows, box_rows):
+        lx = x.shape[0] if batched else 1
+        bstride = bs if batched else _round16(pitch * max(rows, 1) if kmajor else pitch * k)
+        if kmajor:              # lines are the operand's rows (M or N), K contiguous
+            return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (64, box_rows, 1), sw)
+        return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)
+
+    plan = _Plan()
+    plan.dev, plan.kernel, plan.pdl = dev, kernel, pdl
+    plan.grid, plan.smem = (sched.grid, 1, 1), cfg.smem_bytes
+    plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
+    plan.out_dtype, plan.osz, plan.dt_out = _np_dtype(out_name), osz, dt_out
+    plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
+    plan.map_a = operand_map(A[0], A[1], A[2], A[3], A[4], km, gemm_configs.BLOCK_M)
+    plan.map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n)
+    plan.map_c = None
+    if use_c:
+        c_l = c.shape[0] if c_batched else 1
+        plan.map_c = plan.epilogue_map(c.data.ptr, c_colmajor_kernel, c_pitch,
+                                       c_bs if c_batched else _round16(c_pitch * max(m, n)), c_l)
+    bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
+    plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
+                    bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
+    plan.ws_floats = dec.workspace_floats(cfg.block_n) if dec.splits > 1 else 0
+    plan.ws_flags = dec.flag_count() if dec.splits > 1 else 0
+    plan.cfg = cfg
+    plan.decomposition = dec
+    return plan
+
+
+class _Plan:
+    """Everything about a call that does not depend on ``out``: the kernel,
+    grid, operand/C tensor maps and scalar arguments.  Cached by the inputs'
+    pointers, shapes, strides, dtypes and the options (see ``_plan_key``), so
+    a repeated call only validates ``out``, builds D's map (itself cached by
+    address) and launches."""
+
+    __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
+                 "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
+                 "ws_flags", "cfg", "decomposition")
+
+    def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
+        if colmajor_kernel:     # lines are the kernel's columns: memory (M', N') with M' contiguous
+            return tma.tiled(self.dt_out, ptr, (self.km, self.kn, lx), (pitch, bstride), (64, 64, 1), sw)
+        return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.epi_cols, 64, 1), sw)
 
-        def operand_map(x, kmajor, pitch, bs, batched, rows, box_rows):
-            lx = x.shape[0] if batched else 1
-            bstride = bs if batched else _round16(pitch * max(rows, 1) if kmajor else pitch * k)
-            if kmajor:          # lines are the operand's rows (M or N), K contiguous
-                return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (64, box_rows, 1), sw)
-            return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)
+    def run(self, cp, out):
+        dev, m, n, batch, osz = self.dev, self.m, self.n, self.batch, self.osz
+        if out is not None:
+            if not isinstance(out, cp.ndarray):
+                raise TypeError(f"out must be a cupy.ndarray, got {type(out).__module__}.{type(out).__name__}")
+            if out.data.device_id != dev:
+                raise ValueError(f"out is on device {out.data.device_id}, but a is on device {dev}")
+            if out.shape != self.out_shape:
+                raise ValueError(f"out has shape {out.shape}, expected {self.out_shape}")
+            if out.dtype != self.out_dtype:
+                raise TypeError(f"out has dtype {out.dtype.name}, expected {self.out_dtype.name}")
+        switch = cp.cuda.runtime.getDevice() != dev
+        if switch:
+            prev = cp.cuda.runtime.getDevice()
+            cp.cuda.runtime.setDevice(dev)
+        try:
+            # D: the user's `out` when TMA can store into it, else a padded buffer.
+            d = out
+            if d is None or not _tma_storable(d, osz, batch):
+                npad = -(-n // (16 // osz)) * (16 // osz)
+                d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n]
+            st = d.strides
+            d_pitch = st[-2] if m > 1 else _round16(n * osz)
+            d_bs = st[0] if (batch > 1 and d.ndim == 3) else _round16(m * max(d_pitch, 16))
+            map_d = self.epilogue_map(d.data.ptr, self.colmajor_d, d_pitch, d_bs, batch)
+            stream = cp.cuda.get_current_stream(dev).ptr
+            ws_ptr = flags_ptr = 0
+            if self.ws_flags:
+                ws_ptr, flags_ptr = workspace.get(dev, stream, self.ws_floats, self.ws_flags)
+            with _device.on_device(dev):
+                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
+                                   (self.map_a, self.map_b, self.map_c or map_d, map_d) + self.scalars +
+                                   (ws_ptr, flags_ptr), _TYPES, pdl=self.pdl)
+            if out is None:
+                res = d if d.ndim == len(self.out_shape) else d.reshape(self.out_shape)
+                return res if res.flags.c_contiguous else cp.ascontiguousarray(res)
+            if d is not out:
+                out[...] = d.reshape(self.out_shape)
+            return out
+        finally:
+            if switch:
+                cp.cuda.runtime.setDevice(prev)
 
-        map_a = operand_map(A[0], A[1], A[2], A[3], A[4], km, gemm_configs.BLOCK_M)
-        map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n)
 
-        def epilogue_map(ptr, dtype, colmajor_kernel, pitch, bstride, lx):
-            if colmajor_kernel:     # lines are the kernel's columns: memory (M', N') with M' contiguous
-                return tma.tiled(dtype, ptr, (km, kn, lx), (pitch, bstride), (64, 64, 1), sw)
-            return tma.tiled(dtype, ptr, (kn, km, lx), (pitch, bstride), (cfg.epi_cols, 64, 1), sw)
+_PLANS: dict = {}
+_PLANS_MAX = 4096
 
-        map_d = epilogue_map(d3.data.ptr, dt_out, swap, d_pitch, d_bs, batch)
-        if use_c:
-            c_l = c.shape[0] if c_batched else 1
-            map_c = epilogue_map(c.data.ptr, dt_out, c_colmajor_kernel, c_pitch,
-                                 c_bs if c_batched else _round16(c_pitch * max(m, n)), c_l)
-        else:
-            map_c = map_d
-        bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
-        bias_ptr = bias.data.ptr if bias is not None else 0
-        stream = cp.cuda.get_current_stream(dev).ptr
-        ws_ptr = flags_ptr = 0
-        if dec.splits > 1:
-            ws_ptr, flags_ptr = workspace.get(dev, stream, dec.workspace_floats(cfg.block_n), dec.flag_count())
-        with _device.on_device(dev):
-            kernel.function(dev)
-            kernel.launch(dev, (sched.grid, 1, 1), gemm_configs.THREADS, cfg.smem_bytes, stream,
-                          (map_a, map_b, map_c, map_d, km, kn, k, batch, sched.tiles_m, sched.tiles_n,
-                           sched.group, bmask, alpha, beta, bias_ptr, dec.tiles_dp, dec.splits, ws_ptr,
-                           flags_ptr), _TYPES, pdl=pdl)
-        if out is None:
-            res = d if d.ndim == len(out_shape) else d.reshape(out_shape)
-            return res if res.flags.c_contiguous else cp.ascontiguousarray(res)
-        if d is not out:
-            out[...] = d.reshape(out_shape)
-        return out
+
+def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced):
+    """Everything validation and planning read from the arguments; raises
+    AttributeError for non-CuPy inputs (the slow path then reports them)."""
+    ad, bd = a.data, b.data
+    return (ad.ptr, ad.device_id, a.shape, a.strides, a.dtype, bd.ptr, bd.device_id, b.shape, b.strides, b.dtype,
+            None if c is None else (c.data.ptr, c.data.device_id, c.shape, c.strides, c.dtype),
+            alpha, beta,
+            None if bias is None else (bias.data.ptr, bias.data.device_id, bias.shape, bias.strides, bias.dtype),
+            activation, out_dtype, pdl, forced)
 
 
 def _tma_storable(d, osz: int, batch: int) -> bool:
