@@ -262,7 +262,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     else:
         km, kn = m, n
         A, B = (a, a_kmajor, a_pitch, a_bs, a_batched), (b, b_kmajor, b_pitch, b_bs, b_batched)
-    block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count)
+    block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count, k)
     c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
     cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
                      c_colmajor_kernel, swap, BIAS_TYPES[bias.dtype.name] if bias is not None else 0,

@@ -117,13 +117,24 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
     return [c.spec for c in cfgs]
 
 
-def choose_block_n(m: int, n: int, batches: int, sm_count: int) -> int:
-    """128x256 tiles when they still give every SM a tile, else 128x128
-    (more, smaller tiles for small problems); 128x64 for narrow N."""
+def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None) -> int:
+    """128x256 tiles when they still give every SM a tile, or when split-K can
+    fill the SMs with 128x256 tiles whose splits keep >= 4096 of K each (very
+    long K: 1024x1024x65536 measured 0.959 vs 0.947 of cuBLAS for 128x128 with
+    2 splits, bench/NOTES.md); else 128x128 (more, smaller tiles); 128x64 for
+    narrow N (the swap-AB small-M case)."""
+    from .scheduler import MAX_SPLITS, MIN_KBLOCKS_PER_SPLIT
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
-    return 256 if tiles_256 >= sm_count else 128
+    if tiles_256 >= sm_count:
+        return 256
+    if k is not None:
+        k_blocks = -(-k // BLOCK_K)
+        splits = min(sm_count // tiles_256, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
+        if splits >= 2 and k_blocks // splits >= 64:
+            return 256
+    return 128
 
 
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:

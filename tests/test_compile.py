@@ -118,3 +118,12 @@ def test_decomposition_covers_every_tile_kblock_exactly_once():
             assert dec.workspace_floats(128) == dec.split_tiles * 2 * 64 * 128
             if forced is None:
                 assert dec.units - dec.tiles_dp <= sms, "split units must fit in one wave"
+
+
+def test_tile_choice_rule():
+    from rawcoop.gemm_configs import choose_block_n
+    assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles
+    assert choose_block_n(1024, 1024, 1, 132, 65536) == 256         # 32 tiles x 4 long splits
+    assert choose_block_n(128, 8192, 1, 132, 8192) == 128           # splits would be too short
+    assert choose_block_n(2048, 2048, 1, 132, 512) == 128
+    assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M

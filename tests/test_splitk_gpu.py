@@ -27,7 +27,7 @@ def _decomposition(m, n, k, swap=False, splits=None, block_n=None, batch=1):
     from rawcoop import device, gemm_configs, scheduler
     sms = device.info(0).sm_count
     km, kn = (n, m) if swap else (m, n)
-    bn = block_n or gemm_configs.choose_block_n(km, kn, batch, sms)
+    bn = block_n or gemm_configs.choose_block_n(km, kn, batch, sms, k)
     return scheduler.schedule(km, kn, 128, bn, sms, None, batch, k=k, splits=splits).decomposition
 
 
