@@ -195,6 +195,18 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 #endif
 }
 
+// TMA-load one operand's ROWS x 64 (K) tile of a stage: one box when K-major
+// (rows of 128 B), 64-row boxes when MN-major (lines of 64 MN elements per K).
+template <int KMAJOR, u32 ROWS>
+RC_DEVICE void load_operand(u32 dst, const TmaMap* map, u32 bar, int k0, int row0, int l) {
+    if (KMAJOR) {
+        tma_load_3d(dst, map, bar, k0, row0, l);
+    } else {
+#pragma unroll
+        for (u32 h = 0; h < ROWS / 64; ++h) tma_load_3d(dst + h * kAtomBytes, map, bar, row0 + int(64 * h), k0, l);
+    }
+}
+
 // Address of byte `x` of 128-byte line `line` in a 128B-swizzled buffer.
 RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
     return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
@@ -266,18 +278,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u);
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
-#if A_KMAJOR
-                    tma_load_3d(smem_a(stage), &map_a, full(stage), k0, m0, la);
-#else
-                    for (u32 h = 0; h < BLOCK_M / 64; ++h)
-                        tma_load_3d(smem_a(stage) + h * kAtomBytes, &map_a, full(stage), m0 + 64 * h, k0, la);
-#endif
-#if B_KMAJOR
-                    tma_load_3d(smem_b(stage), &map_b, full(stage), k0, n0, lb);
-#else
-                    for (u32 h = 0; h < BLOCK_N / 64; ++h)
-                        tma_load_3d(smem_b(stage) + h * kAtomBytes, &map_b, full(stage), n0 + 64 * h, k0, lb);
-#endif
+                    load_operand<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la);
+                    load_operand<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb);
                     if (first) { mbar_arrive(first_load); first = false; }
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }
                 }

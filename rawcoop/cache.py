@@ -134,6 +134,17 @@ class KernelCache:
                           "compiled kernels are kept in memory for this process", CacheWarning,
                           stacklevel=4)
 
+    def _trusted(self, path: Path, st: os.stat_result) -> bool:
+        """True if ``path`` is ours and not writable by others (else fall back
+        to memory: entries in such a directory could have been planted)."""
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            self._fall_back(f"{path} is owned by uid {st.st_uid}, not by us")
+            return False
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            self._fall_back(f"{path} is writable by other users")
+            return False
+        return True
+
     def _ensure_private_dir(self, path: Path) -> bool:
         """Create ``path`` (0700) if needed; True if it is ours and private."""
         try:
@@ -142,11 +153,7 @@ class KernelCache:
         except OSError as e:
             self._fall_back(f"cannot create: {e.strerror or e}")
             return False
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            self._fall_back(f"{path} is owned by uid {st.st_uid}, not by us")
-            return False
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            self._fall_back(f"{path} is writable by other users")
+        if not self._trusted(path, st):
             return False
         if not os.access(path, os.W_OK | os.X_OK):
             self._fall_back(f"{path} is not writable")
@@ -154,19 +161,13 @@ class KernelCache:
         return True
 
     def _private_for_read(self) -> bool:
-        """False (and fall back to memory) if the existing cache directory is not
-        ours or is writable by others: its entries could have been planted."""
+        """False (and fall back to memory) if the existing cache directory is
+        not trusted; True when there is nothing there yet."""
         try:
             st = self.directory.stat()
         except OSError:
             return True  # nothing there to read; _publish decides about creating it
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            self._fall_back(f"{self.directory} is owned by uid {st.st_uid}, not by us")
-            return False
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            self._fall_back(f"{self.directory} is writable by other users")
-            return False
-        return True
+        return self._trusted(self.directory, st)
 
     def _entry_dir(self, key: str) -> Path:
         return self.root / key[:2]
