@@ -44,11 +44,17 @@
 //   `phase ^ 1` (producer side: the first pass falls through).
 //   Named barriers 1, 2: the 128 threads of consumer 0 / 1.
 //
-// Persistence: grid = min(#SMs, #tiles); CTA b walks tiles b, b+G, ... over
-// L·tiles_m·tiles_n in the grouped order of scheduler.cuh; the producer runs
-// ahead into the next tile while the consumers run the epilogue.  Ragged
-// M/N/K: TMA loads zero-fill (and still count the whole box), stores clip.
-// Operands broadcast over the batch have batch coordinate 0 (bmask).
+// Persistence: grid = min(#SMs, #units); CTA b walks work units b, b+G, ...
+// (scheduler.cuh): a unit is a whole tile (data-parallel) or one K-split of a
+// tile of the partial last wave; tiles run over L·tiles_m·tiles_n in grouped
+// raster order.  The producer runs ahead into the next unit while the
+// consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) an
+// fp32 workspace slot and a flag; split s waits for flag == s, adds, stores
+// or (last split) runs the epilogue - a fixed reduction order, so results are
+// bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
+// count the whole box), stores clip.  Operands broadcast over the batch have
+// batch coordinate 0 (bmask).  griddepcontrol.wait follows the prologue, so
+// with programmatic dependent launch the prologue overlaps the previous grid.
 #include "ptx.cuh"
 #include "wgmma.cuh"
 #include "scheduler.cuh"

@@ -13,7 +13,11 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * Small M (≤ 64): the host hands the kernel the transposed problem
     Dᵀ = Bᵀ·Aᵀ ("swap-AB"), so N fills the 128-row tile; D and C then appear
     column-major to the kernel and the bias runs along its rows.
-  * grid = min(#SMs, #tiles) persistent CTAs of 384 threads.
+  * grid = min(#SMs, #work units) persistent CTAs of 384 threads; the work
+    decomposition (data-parallel, split-K on the partial last wave) and the
+    split-K workspace come from rawcoop/scheduler.py and rawcoop/workspace.py.
+  * Repeated calls with the same inputs reuse a cached plan (validation,
+    configuration, operand maps); only ``out`` is checked and D's map looked up.
 """
 from __future__ import annotations
 
