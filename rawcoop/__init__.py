@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 from .compiler import CompileError, KernelSpec  # noqa: E402
 from .gemm import gemm  # noqa: E402
 from .tile_copy import replicate  # noqa: E402
+from .tuning import tune  # noqa: E402
 from .tma import TensorMapError  # noqa: E402
 
-__all__ = ["gemm", "CompileError", "KernelSpec", "TensorMapError", "replicate", "__version__"]
+__all__ = ["gemm", "tune", "CompileError", "KernelSpec", "TensorMapError", "replicate", "__version__"]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import device as _device
-from . import gemm_configs, scheduler, tma, workspace
+from . import gemm_configs, scheduler, tma, tuning, workspace
 from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
 
@@ -156,8 +156,19 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
                 _PLANS.clear()
             _PLANS[key] = plan
     if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
-        print(f"rawcoop.gemm: {plan.cfg.spec.label} grid={plan.grid[0]} {plan.decomposition}")
+        print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
+              f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
     return plan.run(cp, out)
+
+
+def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):
+    """The plan ``gemm`` would run for these arguments (validated; for tune)."""
+    import cupy as cp
+    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits"))
+    plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced)
+    if not isinstance(plan, _Plan):
+        raise ValueError("nothing to tune: the problem is empty or has K == 0")
+    return plan
 
 
 def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced):
@@ -256,9 +267,16 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     # ------------------------------------------------------------ the kernel's problem
     info = _device.info(dev)
     osz = np.dtype(_np_dtype(out_name)).itemsize
-    swap = _swap if _swap is not None else (m <= 64 < n)
-    if swap and out_name == "float32":
-        swap = False                        # a column-major fp32 epilogue is not built; plain tile instead
+    bias_kind = BIAS_TYPES[bias.dtype.name] if bias is not None else 0
+    sig = tuning.signature(info.name, in_name, out_name, m, n, k, batch, a_kmajor, b_kmajor, use_c, bias_kind,
+                           ACTIVATIONS[activation])
+    tuned = None
+    if forced == (None, None, None, None):
+        tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
+        if tuned is not None:
+            _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
+    swap_ok = m <= 64 < n and out_name != "float32"   # no column-major fp32 epilogue is built
+    swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32"
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     if swap:
         km, kn = n, m
@@ -306,6 +324,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.ws_flags = dec.flag_count() if dec.splits > 1 else 0
     plan.cfg = cfg
     plan.decomposition = dec
+    plan.k, plan.signature, plan.swap_ok, plan.tuned = k, sig, swap_ok, tuned is not None
     return plan
 
 
@@ -318,7 +337,7 @@ class _Plan:
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
-                 "ws_flags", "cfg", "decomposition")
+                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned")
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128

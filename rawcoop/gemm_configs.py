@@ -155,3 +155,21 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
     if d["ACT"] in (2, 3):
         want.append("ex2.approx.ftz.f32")
     return want
+
+
+def tuning_candidates(plan) -> list[dict]:
+    """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
+    None), then tile width x raster group x split-K (auto, none, 2, 4) x
+    swap-AB (when M <= 64 < N)."""
+    from .scheduler import cdiv
+    out = [dict(block_n=None, group=None, swap=None, splits=None)]
+    k_blocks = cdiv(plan.k, BLOCK_K)
+    for swap in ((True, False) if plan.swap_ok else (False,)):
+        narrow = plan.m if swap else plan.n
+        for bn in ((64,) if narrow <= 64 else (128, 256)):
+            for group in (4, 8, 16):
+                for splits in (None, 1, 2, 4):
+                    if splits is not None and splits > k_blocks:
+                        continue
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits))
+    return out

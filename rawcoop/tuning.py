@@ -1,0 +1,163 @@
+"""``rawcoop.tune``: time the candidate configurations for one problem on
+this GPU and remember the fastest, so later ``rawcoop.gemm`` calls on the same
+problem use it.
+
+Winners are stored per (GPU name, problem signature) in
+``<cache dir>/tuned-v1.json`` (atomic replace under a file lock, merged with
+what other processes wrote), loaded lazily once per process, and consulted
+when a call's plan is built (never on the repeated-call path).  A problem's
+signature is its dtypes, M, N, K, batch, operand majorness and epilogue kind.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import threading
+import warnings
+
+from . import config
+
+_FILE = "tuned-v1.json"
+_lock = threading.Lock()
+_table: dict | None = None
+
+
+def signature(gpu: str, in_name: str, out_name: str, m: int, n: int, k: int, batch: int, a_kmajor: bool,
+              b_kmajor: bool, has_c: bool, bias: int, act: int) -> str:
+    return (f"{gpu}|{in_name}->{out_name}|{m}x{n}x{k}|L{batch}|A{'K' if a_kmajor else 'M'}"
+            f"B{'K' if b_kmajor else 'N'}|c{int(has_c)}b{bias}a{act}")
+
+
+def _path():
+    return config.cache_dir() / _FILE
+
+
+def _load() -> dict:
+    global _table
+    if _table is None:
+        with _lock:
+            if _table is None:
+                try:
+                    _table = json.loads(_path().read_text())
+                    if not isinstance(_table, dict):
+                        _table = {}
+                except (OSError, ValueError):
+                    _table = {}
+    return _table
+
+
+def _valid(choice) -> bool:
+    """A stored winner must name one of our configurations (the file is
+    user-writable data, never trusted blindly)."""
+    if not isinstance(choice, dict):
+        return False
+    bn, group, swap, splits = (choice.get(k) for k in ("block_n", "group", "swap", "splits"))
+    return (bn in (None, 64, 128, 256) and (group is None or (type(group) is int and 1 <= group <= 64))
+            and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16)))
+
+
+def lookup(sig: str) -> dict | None:
+    choice = _load().get(sig)
+    return choice if _valid(choice) else None
+
+
+def reset() -> None:
+    """Forget the in-memory table (it is re-read from disk on next use)."""
+    global _table
+    with _lock:
+        _table = None
+
+
+def _persist(sig: str, choice: dict) -> None:
+    from .cache import _atomic_write
+    path = _path()
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            from filelock import FileLock
+            lock = FileLock(str(config.lock_dir() / (_FILE + ".lock")), timeout=config.lock_timeout())
+            config.lock_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
+        except Exception:  # noqa: BLE001 - locking is an optimisation only
+            lock = None
+        if lock is not None:
+            lock.acquire()
+        try:
+            try:
+                on_disk = json.loads(path.read_text())
+                if not isinstance(on_disk, dict):
+                    on_disk = {}
+            except (OSError, ValueError):
+                on_disk = {}
+            on_disk[sig] = choice
+            _atomic_write(path, json.dumps(on_disk, indent=1, sort_keys=True).encode())
+        finally:
+            if lock is not None:
+                lock.release()
+    except OSError as e:
+        warnings.warn(f"rawcoop: could not save the tuned configuration to {path} ({e}); kept in memory",
+                      RuntimeWarning, stacklevel=3)
+
+
+def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation=None, out_dtype=None,
+         iters: int = 20, persist: bool = True, verbose: bool = False) -> dict:
+    """Time every candidate configuration of ``rawcoop.gemm(a, b, ...)`` (tile
+    width, raster group, split-K, swap-AB) with CUDA events (median of
+    ``iters`` calls after a warm-up) and remember the fastest for this GPU and
+    problem.  Returns ``{"signature", "choice", "us", "default_us",
+    "results"}``.  Every candidate's output is checked against the default
+    configuration's before it may win."""
+    import cupy as cp
+
+    from . import gemm as _gemm
+    from .gemm_configs import tuning_candidates
+
+    kw = dict(c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out_dtype=out_dtype)
+    sig = _gemm._plan_for(a, b, **kw).signature
+    previous = _load().pop(sig, None)      # time the plain heuristic as the "default" candidate
+    _gemm._PLANS.clear()
+    plan = _gemm._plan_for(a, b, **kw)
+    ref = _gemm.gemm(a, b, **kw).astype(cp.float32)
+    scale = float(cp.linalg.norm(ref)) or 1.0
+    out = cp.empty(plan.out_shape, dtype=plan.out_dtype)
+    results = []
+    for cand in tuning_candidates(plan):
+        forced = dict(_block_n=cand["block_n"], _group=cand["group"], _swap=cand["swap"], _splits=cand["splits"])
+        try:
+            d = _gemm.gemm(a, b, out=out, **forced, **kw)
+        except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
+            results.append(dict(cand, us=None, error=f"{type(e).__name__}: {e}"))
+            continue
+        err = float(cp.linalg.norm(d.astype(cp.float32) - ref)) / scale
+        if not err < 1e-2:
+            results.append(dict(cand, us=None, error=f"result differs from the default by {err:.2e}"))
+            continue
+        for _ in range(2):
+            _gemm.gemm(a, b, out=out, **forced, **kw)
+        times = []
+        for _ in range(iters):
+            s, e = cp.cuda.Event(), cp.cuda.Event()
+            s.record()
+            _gemm.gemm(a, b, out=out, **forced, **kw)
+            e.record()
+            e.synchronize()
+            times.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
+        results.append(dict(cand, us=statistics.median(times)))
+        if verbose:
+            print(f"  {cand} {results[-1]['us']:.1f} us")
+    ok = [r for r in results if r["us"] is not None]
+    if not ok:
+        if previous is not None:
+            _load()[sig] = previous
+        raise RuntimeError(f"no candidate configuration ran for {sig}: {results}")
+    best = min(ok, key=lambda r: r["us"])
+    default = next((r for r in ok if r["block_n"] is None and r["group"] is None and r["splits"] is None
+                    and r["swap"] is None), None)
+    choice = {k: best[k] for k in ("block_n", "group", "swap", "splits")}
+    choice["us"] = round(best["us"], 2)
+    _load()[sig] = choice
+    if persist:
+        _persist(sig, choice)
+    _gemm._PLANS.clear()          # plans built before now do not know the winner
+    return {"signature": sig, "choice": choice, "us": best["us"],
+            "default_us": default["us"] if default else None, "results": results}
+

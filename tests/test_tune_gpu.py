@@ -1,0 +1,36 @@
+"""GPU: rawcoop.tune times the candidates, persists the winner, and later
+gemm calls on the same problem use it (and stay correct)."""
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
+    import cupy as cp
+    import ml_dtypes
+    import rawcoop
+    from rawcoop import gemm as gemm_mod
+    from rawcoop import tuning
+    monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.reset()
+    gemm_mod._PLANS.clear()
+    dt = np.dtype(ml_dtypes.bfloat16)
+    rs = cp.random.RandomState(0)
+    a = rs.standard_normal((40, 1024), dtype=cp.float32).astype(dt)        # small M: swap-AB candidates too
+    b = rs.standard_normal((1024, 776), dtype=cp.float32).astype(dt)
+    res = rawcoop.tune(a, b, iters=3)
+    timed = [r for r in res["results"] if r["us"] is not None]
+    assert len(timed) >= 20, res["results"]
+    assert res["us"] == min(r["us"] for r in timed)
+    assert (tmp_path / "cache" / "tuned-v1.json").exists()
+    tuning.reset()                                   # a new process would read it back from disk
+    gemm_mod._PLANS.clear()
+    monkeypatch.setenv("RAWCOOP_PRINT_CONFIG", "1")
+    d = rawcoop.gemm(a, b)
+    assert "(tuned)" in capsys.readouterr().out
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    err = float(cp.linalg.norm(d.astype(cp.float64) - ref) / cp.linalg.norm(ref))
+    assert err < 5e-3
+    tuning.reset()
+    gemm_mod._PLANS.clear()

@@ -1,0 +1,72 @@
+"""CPU: the tuned-configuration table (signature, persistence, validation)
+and the candidate list rawcoop.tune times."""
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from rawcoop import gemm_configs, tuning
+
+
+@pytest.fixture
+def table_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("RAWCOOP_LOCK_DIR", str(tmp_path / "locks"))
+    tuning.reset()
+    yield tmp_path / "cache"
+    tuning.reset()
+
+
+def test_signature_separates_problems():
+    base = dict(gpu="NVIDIA H200", in_name="bfloat16", out_name="bfloat16", m=128, n=8192, k=8192, batch=1,
+                a_kmajor=True, b_kmajor=True, has_c=False, bias=0, act=0)
+    s0 = tuning.signature(**base)
+    for field, value in [("gpu", "NVIDIA H100"), ("in_name", "float16"), ("out_name", "float32"), ("m", 129),
+                         ("n", 8191), ("k", 8200), ("batch", 2), ("a_kmajor", False), ("b_kmajor", False),
+                         ("has_c", True), ("bias", 1), ("act", 2)]:
+        assert tuning.signature(**dict(base, **{field: value})) != s0, field
+
+
+def test_persist_merge_and_reload(table_dir):
+    tuning._persist("sig-a", {"block_n": 256, "group": 8, "swap": False, "splits": 2, "us": 10.0})
+    # another process wrote another entry meanwhile: both survive
+    data = json.loads((table_dir / "tuned-v1.json").read_text())
+    data["sig-b"] = {"block_n": 128, "group": 4, "swap": None, "splits": None, "us": 5.0}
+    (table_dir / "tuned-v1.json").write_text(json.dumps(data))
+    tuning._persist("sig-c", {"block_n": 64, "group": 16, "swap": True, "splits": 4, "us": 1.0})
+    tuning.reset()
+    assert tuning.lookup("sig-a")["splits"] == 2
+    assert tuning.lookup("sig-b")["group"] == 4
+    assert tuning.lookup("sig-c")["swap"] is True
+    assert tuning.lookup("missing") is None
+    assert oct((table_dir / "tuned-v1.json").stat().st_mode & 0o777) == "0o600"
+
+
+@pytest.mark.parametrize("bad", [{"block_n": 999, "group": 8, "swap": None, "splits": None},
+                                 {"block_n": 128, "group": "8", "swap": None, "splits": None},
+                                 {"block_n": 128, "group": 8, "swap": "yes", "splits": None},
+                                 {"block_n": 128, "group": 8, "swap": None, "splits": 0},
+                                 ["not", "a", "dict"]])
+def test_invalid_entries_are_ignored(table_dir, bad):
+    table_dir.mkdir(parents=True)
+    (table_dir / "tuned-v1.json").write_text(json.dumps({"sig": bad}))
+    assert tuning.lookup("sig") is None
+
+
+def test_garbled_table_is_empty(table_dir):
+    table_dir.mkdir(parents=True)
+    (table_dir / "tuned-v1.json").write_text("{not json")
+    assert tuning.lookup("anything") is None
+
+
+def test_candidates_cover_tiles_groups_splits_and_swap():
+    plan = SimpleNamespace(m=16, n=8192, k=8192, swap_ok=True)
+    cands = gemm_configs.tuning_candidates(plan)
+    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None)
+    assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
+    assert {c["block_n"] for c in cands[1:] if not c["swap"]} == {128, 256}
+    assert {c["splits"] for c in cands[1:]} == {None, 1, 2, 4}
+    assert {c["group"] for c in cands[1:]} == {4, 8, 16}
+    assert len(cands) == len({tuple(sorted(c.items())) for c in cands})
+    few_k = gemm_configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=64, swap_ok=False))
+    assert all(c["splits"] in (None, 1) for c in few_k) and all(c["swap"] in (None, False) for c in few_k)
