@@ -108,8 +108,10 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     configuration's before it may win."""
     import cupy as cp
 
-    from . import gemm as _gemm
+    import importlib
+
     from .gemm_configs import tuning_candidates
+    _gemm = importlib.import_module(__package__ + ".gemm")   # the module (rawcoop.gemm is the function)
 
     kw = dict(c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out_dtype=out_dtype)
     sig = _gemm._plan_for(a, b, **kw).signature

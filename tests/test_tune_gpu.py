@@ -10,8 +10,9 @@ def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
     import cupy as cp
     import ml_dtypes
     import rawcoop
-    from rawcoop import gemm as gemm_mod
+    import importlib
     from rawcoop import tuning
+    gemm_mod = importlib.import_module("rawcoop.gemm")
     monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
     tuning.reset()
     gemm_mod._PLANS.clear()
