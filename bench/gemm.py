@@ -118,8 +118,10 @@ class Bench:
             else:
                 parts = [int(x) for x in v.split(":")]
                 kw = {"_block_n": parts[0], "_group": parts[1]}
-                if len(parts) > 2:
+                if len(parts) > 2 and parts[2]:
                     kw["_splits"] = parts[2]
+                if len(parts) > 3:
+                    kw["_cluster"] = parts[3]
                 variants.append((v, kw))
         for dname in self.args.dtypes.split(","):
             dt = self.dtypes[dname]
@@ -292,7 +294,7 @@ def main() -> None:
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--shapes", default=",".join(SHAPES))
     ap.add_argument("--variants", default="auto",
-                    help="comma list of auto or BLOCK_N:GROUP[:SPLITS] (main suite)")
+                    help="comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] (main suite; SPLITS 0 = auto)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json")

@@ -96,6 +96,9 @@
 #ifndef ACT                 // 0 none, 1 relu, 2 gelu (tanh form), 3 silu
 #define ACT 0
 #endif
+#ifndef CLUSTER_M           // 1, or 2: two CTAs on vertically adjacent tiles share (multicast) B
+#define CLUSTER_M 1
+#endif
 
 #define BLOCK_M 128
 #define BLOCK_K 64
@@ -201,6 +204,17 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 #endif
 }
 
+// A consumer warp is done reading a stage: arrive on its empty barrier in every
+// CTA of the cluster (with multicast, each CTA's producer writes into both).
+RC_DEVICE void release_stage(u32 bar) {
+#if CLUSTER_M > 1
+#pragma unroll
+    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(bar, r);
+#else
+    mbar_arrive(bar);
+#endif
+}
+
 // TMA-load one operand's ROWS x 64 (K) tile of a stage: one box when K-major
 // (rows of 128 B), 64-row boxes when MN-major (lines of 64 MN elements per K).
 template <int KMAJOR, u32 ROWS>
@@ -210,6 +224,22 @@ RC_DEVICE void load_operand(u32 dst, const TmaMap* map, u32 bar, int k0, int row
     } else {
 #pragma unroll
         for (u32 h = 0; h < ROWS / 64; ++h) tma_load_3d(dst + h * kAtomBytes, map, bar, row0 + int(64 * h), k0, l);
+    }
+}
+
+// Cluster of 2 along M: the two CTAs work on vertically adjacent tiles with the
+// same B tile.  CTA `rank` loads half of the B tile (half the rows when
+// K-major, half the 64-wide atoms when N-major) and multicasts it to both.
+template <int KMAJOR, u32 ROWS>
+RC_DEVICE void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int k0, int row0, int l, u32 rank) {
+    if (KMAJOR) {
+        tma_load_3d_multicast(dst + rank * (ROWS / 2) * 128u, map, bar, k0, row0 + int(rank * (ROWS / 2)), l, 3);
+    } else {
+#pragma unroll
+        for (u32 i = 0; i < ROWS / 128; ++i) {
+            const u32 h = rank * (ROWS / 128) + i;
+            tma_load_3d_multicast(dst + h * kAtomBytes, map, bar, row0 + int(64 * h), k0, l, 3);
+        }
     }
 }
 
@@ -244,6 +274,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const int k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
     const int units = unit_count(tiles, tiles_dp, splits);
     const bool a_batched = bmask & 1, b_batched = bmask & 2, c_batched = bmask & 4;
+    // Units are walked per cluster; tiles_m counts rows of clusters (pairs of tiles when CLUSTER_M == 2).
+    const u32 rank = CLUSTER_M > 1 ? cluster_ctarank() : 0u;
+    const int first_unit = blockIdx.x / CLUSTER_M, unit_step = gridDim.x / CLUSTER_M;
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_a);
@@ -252,7 +285,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         if (HAS_C) tma_prefetch_map(&map_c);
         for (u32 s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);
-            mbar_init(empty(s), kConsumers * 4);
+            mbar_init(empty(s), kConsumers * 4 * CLUSTER_M);   // every consumer warp of the cluster
         }
         for (u32 c = 0; c < kConsumers; ++c)
             for (u32 b = 0; b < kEpiBuffers; ++b) {
@@ -262,7 +295,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         mbar_init(first_load, 1);
         fence_mbar_init();
     }
-    __syncthreads();
+    if (CLUSTER_M > 1) cluster_sync(); else __syncthreads();   // peers arrive on / multicast into us
     // Everything above touched no global memory: with programmatic dependent
     // launch it overlaps the previous kernel's tail.
     griddep_wait();
@@ -275,17 +308,21 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // ---------------------------------------------- mainloop loads
             u32 stage = 0, phase = 0;
             bool first = true;
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            for (int u = first_unit; u < units; u += unit_step) {
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 const TileCoord tc = w.tc;
-                const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
                 const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
                 for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u);
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
                     load_operand<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la);
+#if CLUSTER_M > 1
+                    load_operand_multicast<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb, rank);
+#else
                     load_operand<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb);
+#endif
                     if (first) { mbar_arrive(first_load); first = false; }
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }
                 }
@@ -295,11 +332,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // ---------------------------------------------- epilogue C loads
             mbar_wait(first_load, 0);                // ordered after the first mainloop load
             u32 e = 0;                               // chunk counter (same in both consumers)
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
+            for (int u = first_unit; u < units; u += unit_step) {
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
                 const TileCoord tc = w.tc;
-                const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
                 const int lc = c_batched ? tc.l : 0;
                 for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
                     const int col = n0 + int(j * kEpiCols);
@@ -329,10 +366,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (u32 i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
 
         u32 stage = 0, phase = 0, e = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
+        for (int u = first_unit; u < units; u += unit_step) {
             const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
             const TileCoord tc = w.tc;
-            const int m0 = tc.m * BLOCK_M, n0 = tc.n * BLOCK_N;
+            const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
 
             // -------------------------------------------------- mainloop
             u32 prev = 0;
@@ -356,13 +393,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 wgmma_commit();
                 if (kb > 0) {                    // the previous batch is done: free its stage
                     wgmma_wait<1>();
-                    if (lane == 0) mbar_arrive(empty(prev));
+                    if (lane == 0) release_stage(empty(prev));
                 }
                 prev = stage;
                 if (++stage == STAGES) { stage = 0; phase ^= 1u; }
             }
             wgmma_wait<0>();
-            if (lane == 0) mbar_arrive(empty(prev));
+            if (lane == 0) release_stage(empty(prev));
 
             // -------------------------------------------------- split-K fix-up
             // The splits of a tile are reduced in split order through an fp32
@@ -374,7 +411,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // resident, so a split only waits on lower-numbered units that are
             // already running or done: no deadlock.
             if (w.splits > 1) {
-                const int slot = (w.tile - tiles_dp) * int(kConsumers) + int(c);
+                const int slot = ((w.tile - tiles_dp) * CLUSTER_M + int(rank)) * int(kConsumers) + int(c);
                 float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
                 int* flag = flags + slot;
                 if (w.split > 0) {
@@ -509,4 +546,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         }
         if (tid == 0) tma_store_wait_all();
     }
+    // No CTA may leave while its peer can still arrive on its barriers.
+    if (CLUSTER_M > 1) cluster_sync();
 }

@@ -96,6 +96,12 @@ RC_DEVICE void tma_load_2d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "h"(mask) : "memory");
 }
 
+RC_DEVICE void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0, int c1, int c2, u16 mask) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%3, %4, %5}], [%2], %6;"
+                 :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask) : "memory");
+}
+
 RC_DEVICE void tma_store_2d(const TmaMap* map, u32 src, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
                  :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");

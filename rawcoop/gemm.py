@@ -119,7 +119,7 @@ def _check_array(name: str, x, cp, dev: int | None):
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
          out=None, out_dtype=None, pdl: bool = False, _block_n: int | None = None, _group: int | None = None,
-         _swap: bool | None = None, _splits: int | None = None):
+         _swap: bool | None = None, _splits: int | None = None, _cluster: int | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -135,13 +135,14 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     fp32 registers before the single rounding to the output type.
     pdl: launch with programmatic stream serialization, so that this GEMM's
     prologue overlaps the tail of the previous kernel on the stream.
-    ``_block_n``, ``_group``, ``_swap``, ``_splits`` force kernel choices
-    (tests, benchmarks).  Results are deterministic: split-K reduces partials
+    ``_block_n``, ``_group``, ``_swap``, ``_splits``, ``_cluster`` force
+    kernel choices (tests, benchmarks; ``_cluster=2`` launches CTA pairs that
+    multicast the shared B tile).  Results are deterministic: split-K reduces partials
     in a fixed order.
     """
     import cupy as cp
 
-    forced = (_block_n, _group, _swap, _splits)
+    forced = (_block_n, _group, _swap, _splits, _cluster)
     try:
         key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced)
         plan = _PLANS.get(key)
@@ -164,7 +165,7 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):
     """The plan ``gemm`` would run for these arguments (validated; for tune)."""
     import cupy as cp
-    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits"))
+    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster"))
     plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced)
     if not isinstance(plan, _Plan):
         raise ValueError("nothing to tune: the problem is empty or has K == 0")
@@ -174,7 +175,7 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
 def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced):
     """Validate everything (raising before any allocation or launch) and
     compute the kernel configuration, schedule and tensor maps."""
-    _block_n, _group, _swap, _splits = forced
+    _block_n, _group, _swap, _splits, _cluster = forced
     # ------------------------------------------------------------ validation
     _check_array("a", a, cp, None)
     dev = a.device.id
@@ -271,7 +272,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     sig = tuning.signature(info.name, in_name, out_name, m, n, k, batch, a_kmajor, b_kmajor, use_c, bias_kind,
                            ACTIVATIONS[activation])
     tuned = None
-    if forced == (None, None, None, None):
+    if forced == (None, None, None, None, None):
         tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
@@ -286,13 +287,20 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         A, B = (a, a_kmajor, a_pitch, a_bs, a_batched), (b, b_kmajor, b_pitch, b_bs, b_batched)
     block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count, k)
     c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
+    cluster = _cluster or 1
+    if cluster not in (1, 2) or (cluster == 2 and block_n < 128):
+        raise ValueError(f"_cluster must be 1, or 2 with 128- or 256-wide tiles; got {cluster} with {block_n}")
     cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
-                     c_colmajor_kernel, swap, BIAS_TYPES[bias.dtype.name] if bias is not None else 0,
-                     swap, ACTIVATIONS[activation])
-    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, info.sm_count, _group, batch,
+                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster)
+    kernel = get_kernel(cfg.spec)
+    # With clusters the schedule walks rows of CTA pairs, over the clusters that can be resident.
+    slots = info.sm_count
+    if cluster > 1:
+        kernel.function(dev)
+        slots = max(1, kernel.max_active_clusters(dev, gemm_configs.THREADS, cfg.smem_bytes, (cluster, 1, 1)))
+    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M * cluster, cfg.block_n, slots, _group, batch,
                                k=k, block_k=gemm_configs.BLOCK_K, splits=_splits)
     dec = sched.decomposition
-    kernel = get_kernel(cfg.spec)
 
     dt_in, dt_out = _TMA_DTYPE[in_name], _TMA_DTYPE[out_name]
     sw = tma.Swizzle.B128
@@ -306,12 +314,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
 
     plan = _Plan()
     plan.dev, plan.kernel, plan.pdl = dev, kernel, pdl
-    plan.grid, plan.smem = (sched.grid, 1, 1), cfg.smem_bytes
+    plan.grid, plan.smem, plan.cluster = (sched.grid * cluster, 1, 1), cfg.smem_bytes, (cluster, 1, 1)
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
     plan.out_dtype, plan.osz, plan.dt_out = _np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
     plan.map_a = operand_map(A[0], A[1], A[2], A[3], A[4], km, gemm_configs.BLOCK_M)
-    plan.map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n)
+    plan.map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n // cluster)
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1
@@ -320,8 +328,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
                     bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
-    plan.ws_floats = dec.workspace_floats(cfg.block_n) if dec.splits > 1 else 0
-    plan.ws_flags = dec.flag_count() if dec.splits > 1 else 0
+    plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.splits > 1 else 0
+    plan.ws_flags = dec.flag_count() * cluster if dec.splits > 1 else 0
     plan.cfg = cfg
     plan.decomposition = dec
     plan.k, plan.signature, plan.swap_ok, plan.tuned = k, sig, swap_ok, tuned is not None
@@ -337,7 +345,7 @@ class _Plan:
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
-                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned")
+                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster")
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
@@ -377,7 +385,7 @@ class _Plan:
             with _device.on_device(dev):
                 self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
                                    (self.map_a, self.map_b, self.map_c or map_d, map_d) + self.scalars +
-                                   (ws_ptr, flags_ptr), _TYPES, pdl=self.pdl)
+                                   (ws_ptr, flags_ptr), _TYPES, cluster=self.cluster, pdl=self.pdl)
             if out is None:
                 res = d if d.ndim == len(self.out_shape) else d.reshape(self.out_shape)
                 return res if res.flags.c_contiguous else cp.ascontiguousarray(res)

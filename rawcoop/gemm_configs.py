@@ -40,6 +40,7 @@ class GemmConfig:
     bias_on_rows: bool = False
     act: int = 0
     stages: int = 0                 # 0: as many as fit
+    cluster_m: int = 1              # 2: CTA pairs on vertically adjacent tiles multicast B
 
     def __post_init__(self):
         if self.out_type == -1:
@@ -69,7 +70,7 @@ class GemmConfig:
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, IN_BF16=int(self.in_bf16),
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
             HAS_C=int(self.has_c), C_COLMAJOR=int(self.c_colmajor), D_COLMAJOR=int(self.d_colmajor),
-            BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act)
+            BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act, CLUSTER_M=self.cluster_m)
 
 
 def max_stages(block_n: int, has_c: bool) -> int:
@@ -109,6 +110,11 @@ def epilogue_configs() -> list[GemmConfig]:
         bn = BLOCK_NS[i % 3]
         bf = bool(i % 2)
         out.append(GemmConfig(bn, bf, bool(i & 2), bool(i & 4), ot, hc, cc, dc, bi, br, act))
+    # clusters of 2 along M (B multicast), both B majornesses and tile widths
+    for bn in (128, 256):
+        for bk in (True, False):
+            out.append(GemmConfig(bn, bn == 256, True, bk, cluster_m=2))
+    out.append(GemmConfig(128, True, False, True, 1, True, False, False, 1, False, 2, cluster_m=2))
     return out
 
 
@@ -154,6 +160,8 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
         want.append("cvt.rn." + ("bf16" if d["OUT_TYPE"] == 1 else "f16") + "x2.f32")
     if d["ACT"] in (2, 3):
         want.append("ex2.approx.ftz.f32")
+    if d.get("CLUSTER_M", 1) > 1:
+        want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive", "%cluster_ctarank"]
     return want
 
 
