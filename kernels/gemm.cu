@@ -209,7 +209,7 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 RC_DEVICE void release_stage(u32 bar) {
 #if CLUSTER_M > 1
 #pragma unroll
-    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(bar, r);
+    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(bar, r);
 #else
     mbar_arrive(bar);
 #endif
