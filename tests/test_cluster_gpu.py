@@ -1,23 +1,19 @@
 """GPU: clusters of 2 CTAs along M that multicast the shared B tile (opt-in
 via the private ``_cluster=2`` while it is being measured)."""
-import numpy as np
+import numpy as np  # noqa: F401
 import pytest
+
+import gpu_helpers
 
 pytestmark = pytest.mark.gpu
 
 
-def _dt(name):
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
-
-
-def _rand(cp, shape, dtype, seed):
-    return cp.random.RandomState(seed).standard_normal(shape, dtype=cp.float32).astype(dtype)
+_dt = gpu_helpers.dtype
+_rand = gpu_helpers.rand
 
 
 def _check(cp, d, ref, tol):
-    e = float(cp.linalg.norm((d.astype(cp.float64) - ref).ravel()) / cp.linalg.norm(ref.ravel()))
-    assert np.isfinite(e) and e < tol, f"relative error {e:.3e}"
+    gpu_helpers.assert_rel_err(cp, d, ref, tol)
 
 
 @pytest.mark.parametrize("block_n", [128, 256])

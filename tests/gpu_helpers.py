@@ -1,0 +1,18 @@
+"""Shared helpers for the GPU tests: dtypes, fresh normal data, error checks."""
+import numpy as np
+
+
+def dtype(name):
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def rand(cp, shape, dt, seed):
+    """Fresh standard-normal data (never zeros or small integers)."""
+    return cp.random.RandomState(seed).standard_normal(shape, dtype=cp.float32).astype(dt)
+
+
+def assert_rel_err(cp, d, ref, tol):
+    """Relative Frobenius error of ``d`` against a float64 ``ref``."""
+    e = float(cp.linalg.norm((d.astype(cp.float64) - ref).ravel()) / cp.linalg.norm(ref.ravel()))
+    assert np.isfinite(e) and e < tol, f"relative error {e:.3e} (tolerance {tol:.1e})"
