@@ -51,8 +51,47 @@ def cmd_info(args) -> int:
 
 
 def _select_specs(args):
-    from . import registry
-    specs = registry.all_specs(everything=getattr(args, "all", False))
+    """Warm-up selection: the registry (or its --all superset), or the GEMM
+    configurations that --shapes would use, narrowed by --dtypes/--layouts/--kernel."""
+    from . import gemm_configs, registry
+    dtypes = [d.strip() for d in (getattr(args, "dtypes", None) or "bf16,fp16").split(",") if d.strip()]
+    layouts = [x.strip().upper() for x in (getattr(args, "layouts", None) or "TN,NN,NT,TT").split(",") if x.strip()]
+    for d in dtypes:
+        if d not in ("bf16", "fp16"):
+            raise SystemExit(f"--dtypes: unknown dtype {d!r} (bf16, fp16)")
+    for x in layouts:
+        if x not in gemm_configs.LAYOUTS:
+            raise SystemExit(f"--layouts: unknown layout {x!r} (TN, NN, NT, TT)")
+    if getattr(args, "shapes", None):
+        specs = []
+        for shape in args.shapes.split(","):
+            try:
+                m, n, k = (int(v) for v in shape.lower().split("x"))
+            except ValueError:
+                raise SystemExit(f"--shapes: {shape!r} is not MxNxK") from None
+            for d in dtypes:
+                for x in layouts:
+                    ak, bk = gemm_configs.LAYOUTS[x]
+                    spec = gemm_configs.config_for_problem(m, n, k, d == "bf16", ak, bk, args.sms).spec
+                    if spec not in specs:
+                        specs.append(spec)
+    else:
+        specs = registry.all_specs(everything=getattr(args, "all", False))
+        want_bf16 = {d == "bf16" for d in dtypes}
+        want_layouts = {gemm_configs.LAYOUTS[x] for x in layouts}
+        kept = []
+        for s in specs:
+            d = dict(s.defines)
+            if s.name == "gemm_kernel":
+                if bool(d["IN_BF16"]) not in want_bf16:
+                    continue
+                kmaj = (bool(d["A_KMAJOR"]), bool(d["B_KMAJOR"]))
+                if d.get("D_COLMAJOR"):
+                    kmaj = (kmaj[1], kmaj[0])        # swap-AB kernels see B as A
+                if kmaj not in want_layouts:
+                    continue
+            kept.append(s)
+        specs = kept
     if getattr(args, "kernel", None):
         specs = [s for s in specs if any(k in s.label for k in args.kernel)]
     return specs
@@ -126,6 +165,10 @@ def main(argv=None) -> int:
     w.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per configuration")
     w.add_argument("--kernel", action="append", help="only configurations whose label contains this (repeatable)")
     w.add_argument("--all", action="store_true", help="also the epilogue variants (C, bias, activations, fp32 out)")
+    w.add_argument("--dtypes", help="comma list of bf16, fp16 (default both)")
+    w.add_argument("--layouts", help="comma list of TN, NN, NT, TT (default all)")
+    w.add_argument("--shapes", help="comma list of MxNxK: compile what rawcoop.gemm would pick for these")
+    w.add_argument("--sms", type=int, default=132, help="SM count assumed by --shapes (default 132, H100/H200)")
     w.add_argument("--json", help="write a JSON report here")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
     c = sub.add_parser("cache", help="inspect or clear the kernel cache")

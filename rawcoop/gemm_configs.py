@@ -181,3 +181,18 @@ def tuning_candidates(plan) -> list[dict]:
                         continue
                     out.append(dict(block_n=bn, group=group, swap=swap, splits=splits))
     return out
+
+
+LAYOUTS = {"TN": (True, True), "NN": (False, True), "NT": (False, False), "TT": (True, False)}
+"""BLAS-style layout names -> (A K-major, B K-major).  As in cuBLAS's column-major
+view: "T" for A means A is stored row-major (M, K); "N" for B means B is
+column-major (K, N)."""
+
+
+def config_for_problem(m: int, n: int, k: int, bf16: bool, a_kmajor: bool, b_kmajor: bool,
+                       sm_count: int = 132, batches: int = 1) -> GemmConfig:
+    """The configuration rawcoop.gemm picks for a plain-epilogue problem (no
+    tuning table): swap-AB for M <= 64 < N, then the tile rule."""
+    if m <= 64 < n:
+        return GemmConfig(choose_block_n(n, m, batches, sm_count, k), bf16, b_kmajor, a_kmajor, d_colmajor=True)
+    return GemmConfig(choose_block_n(m, n, batches, sm_count, k), bf16, a_kmajor, b_kmajor)

@@ -106,3 +106,53 @@ def test_wheel_ships_kernel_sources(tmp_path):
                          env=dict(os.environ, PYTHONPATH=str(site)), capture_output=True, text=True,
                          cwd=tmp_path, check=True).stdout.strip()
     assert out == str(site / "rawcoop" / "kernels")
+
+
+def test_warmup_selection_by_dtype_layout_and_shape(tmp_path):
+    from rawcoop import cli
+    args = cli.main.__globals__["argparse"].Namespace
+    sel = cli._select_specs(args(dtypes="bf16", layouts="TN", all=False, kernel=None, shapes=None, sms=132))
+    gemms = [s for s in sel if s.name == "gemm_kernel"]
+    assert gemms and all(dict(s.defines)["IN_BF16"] == 1 for s in gemms)
+    for s in gemms:
+        d = dict(s.defines)
+        assert (d["A_KMAJOR"], d["B_KMAJOR"]) == (1, 1)
+    shaped = cli._select_specs(args(dtypes="fp16", layouts="NT", all=False, kernel=None,
+                                    shapes="8192x8192x8192,16x8192x8192", sms=132))
+    assert len(shaped) == 2
+    big, small = (dict(s.defines) for s in shaped)
+    assert big["BLOCK_N"] == 256 and big["A_KMAJOR"] == 0 and big["B_KMAJOR"] == 0 and big["IN_BF16"] == 0
+    assert small["BLOCK_N"] == 64 and small["D_COLMAJOR"] == 1
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")}
+    r = _run(["warmup", "--quiet", "--shapes", "1024x1024x65536", "--dtypes", "bf16", "--layouts", "TN"], env)
+    assert r.returncode == 0 and "1 kernels" in r.stdout and "1 compiled" in r.stdout
+    bad = _run(["warmup", "--layouts", "XY"], env)
+    assert bad.returncode != 0 and "unknown layout" in bad.stderr
+
+
+def test_sixteen_processes_warm_one_cold_cache(tmp_path):
+    """16 warm-ups of the same configurations into one cold directory at once:
+    all succeed, every entry verifies, and (with the per-key lock) each key is
+    compiled about once in total."""
+    import hashlib
+    env = dict(os.environ, PYTHONPATH=str(ROOT), RAWCOOP_CACHE_DIR=str(tmp_path / "c"),
+               RAWCOOP_LOCK_DIR=str(tmp_path / "locks"))
+    procs = [subprocess.Popen([sys.executable, "-m", "rawcoop", "warmup", "--quiet", "--jobs", "1",
+                               "--kernel", "tile_replicate", "--json", str(tmp_path / f"r{i}.json")],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(16)]
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err
+    reports = [json.loads((tmp_path / f"r{i}.json").read_text()) for i in range(16)]
+    keys = reports[0]["total"]
+    assert all(r["failed"] == 0 and r["total"] == keys for r in reports)
+    compiled = sum(r["compiled"] for r in reports)
+    assert keys <= compiled <= keys + 2, f"{compiled} compiles for {keys} keys"
+    metas = list((tmp_path / "c" / "v1").glob("*/*.json"))
+    assert len(metas) == keys
+    for meta in metas:
+        m = json.loads(meta.read_text())
+        data = (meta.parent / m["cubin"]).read_bytes()
+        assert len(data) == m["size"] and hashlib.sha256(data).hexdigest() == m["sha256"]
+    assert not list((tmp_path / "c").rglob("*.tmp"))
