@@ -315,7 +315,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
                 for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
-                    mbar_wait(empty(stage), phase ^ 1u);
+                    mbar_wait(empty(stage), phase ^ 1u, "empty (mainloop ring)");
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
                     load_operand<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la);
 #if CLUSTER_M > 1
@@ -330,7 +330,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             griddep_launch_dependents();             // all our loads are issued
         } else if (HAS_C && warp == 1 && lane == 0) {
             // ---------------------------------------------- epilogue C loads
-            mbar_wait(first_load, 0);                // ordered after the first mainloop load
+            mbar_wait(first_load, 0, "first_load");                // ordered after the first mainloop load
             u32 e = 0;                               // chunk counter (same in both consumers)
             for (int u = first_unit; u < units; u += unit_step) {
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
@@ -343,7 +343,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (col >= N) break;
                     const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                     for (u32 c = 0; c < kConsumers; ++c) {
-                        mbar_wait(c_empty(c, b), ph ^ 1u);
+                        mbar_wait(c_empty(c, b), ph ^ 1u, "c_empty (epilogue C buffers)");
                         mbar_arrive_expect_tx(c_full(c, b), kEpiBytes);
                         const int row = m0 + int(64 * c);
 #if C_COLMAJOR
@@ -374,7 +374,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // -------------------------------------------------- mainloop
             u32 prev = 0;
             for (int kb = 0; kb < w.kb_count; ++kb) {
-                mbar_wait(full(stage), phase);
+                mbar_wait(full(stage), phase, "full (mainloop ring)");
                 wgmma_fence();
 #pragma unroll
                 for (u32 k = 0; k < BLOCK_K / 16; ++k) {
@@ -416,7 +416,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 int* flag = flags + slot;
                 if (w.split > 0) {
                     if (tid == 0) {
-                        while (ld_acquire_gpu(flag) != w.split) nanosleep_ns(64);
+#ifdef RAWCOOP_WATCHDOG
+                        const u64 start = clock_cycles();
+#endif
+                        while (ld_acquire_gpu(flag) != w.split) {
+                            nanosleep_ns(64);
+                            RC_WATCH(start, "split-K flag", u32(slot), u32(w.split));
+                        }
                     }
                     named_barrier_sync(1 + c, 128);
 #pragma unroll
@@ -460,7 +466,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 {
                     const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                     const u32 cb = c_buf(c, b);
-                    mbar_wait(c_full(c, b), ph);
+                    mbar_wait(c_full(c, b), ph, "c_full (epilogue C buffers)");
 #pragma unroll
                     for (u32 q = 0; q < kChunkRegs / 4; ++q)
 #pragma unroll

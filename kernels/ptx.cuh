@@ -74,9 +74,38 @@ RC_DEVICE bool mbar_try_wait(u32 bar, u32 parity) {
     return ok != 0;
 }
 
-// Wait until the phase with parity `parity` of `bar` has completed.
-RC_DEVICE void mbar_wait(u32 bar, u32 parity) {
+RC_DEVICE u64 clock_cycles() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
+    return t;
+}
+
+#ifdef RAWCOOP_WATCHDOG
+// Watchdog mode (RAWCOOP_WATCHDOG=1 at compile time): a wait that outlasts
+// RAWCOOP_WATCHDOG clock cycles prints which barrier and traps, so a protocol
+// bug ends the kernel with an error instead of hanging the GPU.
+extern "C" __device__ int vprintf(const char*, const char*);
+static __device__ __noinline__ void watchdog_trap(const char* what, u32 where, u32 parity) {
+    struct { const char* what; u32 where; u32 parity; u32 block; u32 thread; } args = {
+        what, where, parity, blockIdx.x, threadIdx.x};
+    vprintf("rawcoop watchdog: waited too long on %s (shared 0x%x, parity %u) in block %u thread %u\n",
+            reinterpret_cast<const char*>(&args));
+    asm volatile("trap;");
+}
+#define RC_WATCH(start, what, where, parity) \
+    if (clock_cycles() - (start) > (u64)(RAWCOOP_WATCHDOG)) watchdog_trap((what), (where), (parity))
+#else
+#define RC_WATCH(start, what, where, parity)
+#endif
+
+// Wait until the phase with parity `parity` of `bar` has completed.  `what`
+// names the barrier for the watchdog.
+RC_DEVICE void mbar_wait(u32 bar, u32 parity, const char* what = "mbarrier") {
+#ifdef RAWCOOP_WATCHDOG
+    const u64 start = clock_cycles();
+#endif
     while (!mbar_try_wait(bar, parity)) {
+        RC_WATCH(start, what, bar, parity);
     }
 }
 

@@ -79,7 +79,7 @@ tile_replicate(const __grid_constant__ TmaMap src, const __grid_constant__ TmaMa
         u32 it = 0;
         for (int t = cluster_id; t < tiles; t += clusters, ++it) {
             const u32 s = it % STAGES, phase = (it / STAGES) & 1u;
-            mbar_wait(empty(s), phase ^ 1u);                    // first pass falls through
+            mbar_wait(empty(s), phase ^ 1u, "empty (copy ring)");                    // first pass falls through
             mbar_arrive_expect_tx(full(s), kTileBytes);         // whole tile, all slices
             const int row = (t / tiles_n) * TILE_ROWS + int(rank * kSliceRows);
             const int col = (t % tiles_n) * TILE_COLS;
@@ -93,7 +93,7 @@ tile_replicate(const __grid_constant__ TmaMap src, const __grid_constant__ TmaMa
         u32 it = 0, prev = 0;
         for (int t = cluster_id; t < tiles; t += clusters, ++it) {
             const u32 s = it % STAGES, phase = (it / STAGES) & 1u;
-            mbar_wait(full(s), phase);
+            mbar_wait(full(s), phase, "full (copy ring)");
             tma_store_3d(&dst, stage(s), (t % tiles_n) * TILE_COLS, (t / tiles_n) * TILE_ROWS, int(rank));
             tma_store_commit();
             if (it > 0) {                                       // previous store has read its slot

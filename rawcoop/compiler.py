@@ -90,6 +90,8 @@ def base_options(arch: str = DEFAULT_ARCH) -> list[str]:
         opts.append("-minimal")
     if config.lineinfo():
         opts.append("-lineinfo")
+    if config.watchdog_cycles():
+        opts.append(f"-DRAWCOOP_WATCHDOG={config.watchdog_cycles()}ULL")
     return opts
 
 

@@ -9,6 +9,7 @@
 | RAWCOOP_LOCK_DIR           | node-local directory for per-key compile locks (default: a per-user dir under the temp dir) |
 | RAWCOOP_LOCK_TIMEOUT       | seconds to wait for another process's compile (default 300), then compile anyway |
 | RAWCOOP_LINEINFO=1         | compile with ``-lineinfo`` (for ncu / compute-sanitizer source views) |
+| RAWCOOP_WATCHDOG=1 or N    | kernels trap, printing the barrier's name, when one wait exceeds ~10 s (or N clock cycles) |
 """
 from __future__ import annotations
 
@@ -60,3 +61,16 @@ def lock_timeout() -> float:
 
 def lineinfo() -> bool:
     return _flag("RAWCOOP_LINEINFO")
+
+
+def watchdog_cycles() -> int:
+    """0 when off; else the clock-cycle budget of a single barrier wait."""
+    v = os.environ.get("RAWCOOP_WATCHDOG", "").strip().lower()
+    if v in ("", "0", "false", "no", "off"):
+        return 0
+    if v in ("1", "true", "yes", "on"):
+        return 20_000_000_000          # ~10 s at ~2 GHz
+    try:
+        return max(1000, int(v))
+    except ValueError:
+        return 20_000_000_000

@@ -110,6 +110,32 @@ def _batch_info(name: str, x, batch: int) -> tuple[int, bool]:
     return s, True
 
 
+def _as_cupy(cp, name: str, x):
+    """A zero-copy CuPy view of a GPU array from another library: DLPack
+    (``__dlpack__``; the producer is asked to order its work before CuPy's
+    current stream) or ``__cuda_array_interface__`` v3 (CuPy makes the current
+    stream wait on the producer's stream when the interface names one).  Host
+    arrays and other objects raise TypeError."""
+    if x is None or isinstance(x, cp.ndarray):
+        return x
+    kind = f"{type(x).__module__}.{type(x).__name__}"
+    dl_device = getattr(x, "__dlpack_device__", None)
+    if dl_device is not None and hasattr(x, "__dlpack__"):
+        dev_type = int(dl_device()[0])
+        if dev_type != 2:                            # kDLCUDA
+            raise TypeError(f"{name} must be a cupy.ndarray or another GPU array; got {kind} on DLPack device "
+                            f"type {dev_type} (not CUDA)")
+        return cp.from_dlpack(x)
+    try:
+        has_cai = hasattr(x, "__cuda_array_interface__")
+    except Exception:  # noqa: BLE001 - a property that raises (e.g. an unsupported dtype)
+        has_cai = False
+    if has_cai:
+        return cp.asarray(x)
+    raise TypeError(f"{name} must be a cupy.ndarray or a GPU array exposing __cuda_array_interface__ or "
+                    f"__dlpack__, got {kind}")
+
+
 def _check_array(name: str, x, cp, dev: int | None):
     if not isinstance(x, cp.ndarray):
         raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}")
@@ -141,6 +167,18 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     in a fixed order.
     """
     import cupy as cp
+
+    nd = cp.ndarray
+    if not (type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (bias is None or type(bias) is nd)
+            and (out is None or type(out) is nd)):
+        # Other GPU arrays (torch tensors, ...) through __cuda_array_interface__ or DLPack, zero-copy.
+        user_out = out
+        a, b, c, bias, out = (_as_cupy(cp, name, x) for name, x in
+                              (("a", a), ("b", b), ("c", c), ("bias", bias), ("out", out)))
+        res = gemm(a, b, c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out=out,
+                   out_dtype=out_dtype, pdl=pdl, _block_n=_block_n, _group=_group, _swap=_swap,
+                   _splits=_splits, _cluster=_cluster)
+        return user_out if user_out is not None else res
 
     forced = (_block_n, _group, _swap, _splits, _cluster)
     try:
