@@ -17,14 +17,23 @@
 //                  full[s] with the stage's bytes, TMA-load the A tile
 //                  (128×64) and the B tile (BLOCK_N×64), as one box for a
 //                  K-major operand or 64-wide boxes for an MN-major one.
-//        warp 1, lane 0 (epilogue load, only when HAS_C): after the first
-//                  mainloop load was issued (mbarrier first_load), walks the
-//                  same tiles and TMA-loads each 64-row epilogue chunk of C
-//                  for consumer c into its double buffer (c_full/c_empty).
-//        warps 2-3: idle.
-//   WG1, WG2  consumers, setmaxnreg 232.  Consumer c owns rows [64c, 64c+64)
-//        of the shared 128×BLOCK_N tile.  Per k-block: wait full[s], issue
-//        4 wgmma m64nBLOCK_Nk16 (smem descriptors, 128B swizzle), commit, wait
+//        warps 1, 2, lane 0 (epilogue loads, only when HAS_C): after the
+//                  first mainloop load was issued (mbarrier first_load), warp
+//                  1 + c walks consumer c's units and TMA-loads each 64-row
+//                  epilogue chunk of C into consumer c's double buffer
+//                  (c_full/c_empty), in the order c's epilogue reads them.
+//        warp 3: idle.
+//   WG1, WG2  consumers, setmaxnreg 232.
+//        Cooperative (PINGPONG 0): both consumers work on every unit; consumer
+//        c owns rows [64c, 64c+64) of the shared 128×BLOCK_N tile.
+//        Ping-pong (PINGPONG 1, BLOCK_N <= 128): consumer c takes every other
+//        unit of the CTA's sequence (positions j with j % 2 == c) and owns
+//        both 64-row halves of it; it skips the other consumer's stages of the
+//        ring.  The ring hands out stages in unit order, so one consumer's
+//        mainloop runs while the other runs its epilogue: the epilogue hides
+//        behind tensor-core work.
+//        Per k-block: wait full[s], issue 4 (cooperative) or 8 (ping-pong)
+//        wgmma m64nBLOCK_Nk16 (smem descriptors, 128B swizzle), commit, wait
 //        until only this batch is in flight and release the previous stage
 //        (one arrive per warp on empty[s']).  Epilogue per 64-row chunk of
 //        EPI_COLS columns: (C from smem) → alpha·acc + beta·c + bias → act →
@@ -35,10 +44,13 @@
 //
 // Barriers (mbarrier):
 //   full[s]      count 1      producer's arrive.expect_tx; TMA complete_tx
-//   empty[s]     count 8      one arrive per consumer warp
+//   empty[s]     count 8 (cooperative) or 4 (ping-pong), × CLUSTER_M: one
+//                             arrive per consumer warp that read the stage
 //   c_full[c][b] count 1      C loader's arrive.expect_tx (HAS_C)
 //   c_empty[c][b] count 4     one arrive per warp of consumer c after reading C
 //   first_load   count 1      producer, after its first TMA load
+//   turn[c]      count 1      ping-pong: the other consumer saw the last stage
+//                             of its unit full; consumer c may start the next
 //   Ring position (stage, phase) advances identically on both sides over the
 //   whole tile sequence; waits use parity `phase` (consumer side) and
 //   `phase ^ 1` (producer side: the first pass falls through).
@@ -99,6 +111,9 @@
 #ifndef CLUSTER_M           // 1, or 2: two CTAs on vertically adjacent tiles share (multicast) B
 #define CLUSTER_M 1
 #endif
+#ifndef PINGPONG            // 0 cooperative: both consumers share a tile; 1: consumers alternate tiles
+#define PINGPONG 0
+#endif
 
 #define BLOCK_M 128
 #define BLOCK_K 64
@@ -124,7 +139,11 @@ constexpr u32 kEpiCols = 128 / kOutBytes;
 constexpr u32 kEpiBytes = 64 * 128;
 constexpr u32 kEpiBuffers = 2;                               // per consumer
 constexpr u32 kConsumers = 2;
-constexpr u32 kAccRegs = BLOCK_N / 2;
+// Cooperative: consumer c owns the 64-row half c of every tile.  Ping-pong:
+// consumer c owns every other unit of the CTA's sequence, both halves of it.
+constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves per consumer and unit
+constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
+constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * CLUSTER_M;   // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
 
 // Shared-memory map (offsets from a 1024-byte aligned base).
@@ -133,11 +152,12 @@ constexpr u32 kOffB = kOffA + STAGES * kABytes;
 constexpr u32 kOffEpi = kOffB + STAGES * kBBytes;
 constexpr u32 kOffC = kOffEpi + kConsumers * kEpiBuffers * kEpiBytes;
 constexpr u32 kOffBar = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
-constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1;
+constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1 + kConsumers;
 constexpr u32 kSmemBytes = kOffBar + kBarCount * 8 + 1024;   // + alignment slack
 static_assert(kSmemBytes <= 232448, "shared memory over the sm_90 per-block limit");
 static_assert(BLOCK_K * kInBytes == 128, "one 128-byte swizzle atom per K-major tile row");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N % kEpiCols == 0, "tile shape");
+static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 128 columns at most");
 static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
               "column-major epilogue tensors are 16-bit only");
 
@@ -266,7 +286,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     auto c_empty = [&](u32 c, u32 b) {
         return base + kOffBar + 8u * (2 * STAGES + kConsumers * kEpiBuffers + c * kEpiBuffers + b);
     };
-    const u32 first_load = base + kOffBar + 8u * (kBarCount - 1);
+    const u32 first_load = base + kOffBar + 8u * (kBarCount - 1 - kConsumers);
+    auto turn = [&](u32 c) { return base + kOffBar + 8u * (kBarCount - kConsumers + c); };
     auto c_buf = [&](u32 c, u32 b) { return base + kOffC + (c * kEpiBuffers + b) * kEpiBytes; };
 
     const u32 wg = threadIdx.x / 128;
@@ -285,7 +306,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         if (HAS_C) tma_prefetch_map(&map_c);
         for (u32 s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);
-            mbar_init(empty(s), kConsumers * 4 * CLUSTER_M);   // every consumer warp of the cluster
+            mbar_init(empty(s), kStageReaders);   // every consumer warp of the cluster that reads it
         }
         for (u32 c = 0; c < kConsumers; ++c)
             for (u32 b = 0; b < kEpiBuffers; ++b) {
@@ -293,6 +314,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 mbar_init(c_empty(c, b), 4);
             }
         mbar_init(first_load, 1);
+        for (u32 c = 0; c < kConsumers; ++c) mbar_init(turn(c), 1);
         fence_mbar_init();
     }
     if (CLUSTER_M > 1) cluster_sync(); else __syncthreads();   // peers arrive on / multicast into us
@@ -328,24 +350,31 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 }
             }
             griddep_launch_dependents();             // all our loads are issued
-        } else if (HAS_C && warp == 1 && lane == 0) {
+        } else if (HAS_C && (warp == 1 || warp == 2) && lane == 0) {
             // ---------------------------------------------- epilogue C loads
-            mbar_wait(first_load, 0, "first_load");                // ordered after the first mainloop load
-            u32 e = 0;                               // chunk counter (same in both consumers)
-            for (int u = first_unit; u < units; u += unit_step) {
+            // Warp 1 + c loads consumer c's chunks of C into its double buffer,
+            // in exactly the order consumer c's epilogue reads them; it starts
+            // after the first mainloop load was issued (first_load).
+            const u32 c = warp - 1;
+            mbar_wait(first_load, 0, "first_load");
+            u32 e = 0;                               // consumer c's chunk counter
+            int j = 0;                               // position in this CTA's unit sequence
+            for (int u = first_unit; u < units; u += unit_step, ++j) {
+                if (PINGPONG && (u32(j) & 1u) != c) continue;
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
                 const TileCoord tc = w.tc;
                 const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
                 const int lc = c_batched ? tc.l : 0;
-                for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
-                    const int col = n0 + int(j * kEpiCols);
-                    if (col >= N) break;
-                    const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
-                    for (u32 c = 0; c < kConsumers; ++c) {
+#pragma unroll 1
+                for (u32 hh = 0; hh < kHalves; ++hh) {
+                    const int row = m0 + int(64 * (PINGPONG ? hh : c));
+                    for (u32 jj = 0; jj < BLOCK_N / kEpiCols; ++jj, ++e) {
+                        const int col = n0 + int(jj * kEpiCols);
+                        if (col >= N) break;
+                        const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                         mbar_wait(c_empty(c, b), ph ^ 1u, "c_empty (epilogue C buffers)");
                         mbar_arrive_expect_tx(c_full(c, b), kEpiBytes);
-                        const int row = m0 + int(64 * c);
 #if C_COLMAJOR
                         tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), row, col, lc);
 #else
@@ -358,37 +387,62 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     } else {
         // ============================================================ consumers
         setmaxnreg_inc<232>();
-        const u32 c = wg - 1;                    // which 64-row half of the tile
+        const u32 c = wg - 1;
         const u32 tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const u32 epi = base + kOffEpi + c * kEpiBuffers * kEpiBytes;
-        float acc[kAccRegs];
+        float acc[kHalves][kAccRegs];
 #pragma unroll
-        for (u32 i = 0; i < kAccRegs; ++i) acc[i] = 0.f;
+        for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+            for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] = 0.f;
 
-        u32 stage = 0, phase = 0, e = 0;
-        for (int u = first_unit; u < units; u += unit_step) {
+        u32 stage = 0, phase = 0, e = 0;         // ring position; epilogue chunk counter
+        u32 turn_phase = 0;                          // ping-pong: hand-overs received
+        int j = 0;                                   // position in this CTA's unit sequence
+        for (int u = first_unit; u < units; u += unit_step, ++j) {
             const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+            if (PINGPONG && (u32(j) & 1u) != c) {
+                // The other consumer's unit: skip its stages of the ring.
+                const u32 pos = stage + u32(w.kb_count);
+                stage = pos % STAGES;
+                phase ^= (pos / STAGES) & 1u;
+                continue;
+            }
             const TileCoord tc = w.tc;
             const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
 
             // -------------------------------------------------- mainloop
+            // Ping-pong hand-over: a full[] wait by parity is only unambiguous
+            // when the stage's previous fill has completed, so consumer c starts
+            // on unit j only after the other consumer has seen the last stage of
+            // unit j-1 full (turn[c]); then every earlier fill is complete.
+            if (PINGPONG && j > 0) {
+                mbar_wait(turn(c), turn_phase, "turn (ping-pong hand-over)");
+                turn_phase ^= 1u;
+            }
             u32 prev = 0;
             for (int kb = 0; kb < w.kb_count; ++kb) {
                 mbar_wait(full(stage), phase, "full (mainloop ring)");
+                if (PINGPONG && kb == w.kb_count - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
                 wgmma_fence();
 #pragma unroll
                 for (u32 k = 0; k < BLOCK_K / 16; ++k) {
+#pragma unroll
+                    for (u32 hh = 0; hh < kHalves; ++hh) {
+                        const u32 half = PINGPONG ? hh : c;
 #if A_KMAJOR
-                    const u64 da = smem_desc_k128(smem_a(stage) + c * 64u * 128u + 32u * k);
+                        const u64 da = smem_desc_k128(smem_a(stage) + half * 64u * 128u + 32u * k);
 #else
-                    const u64 da = smem_desc_mn128(smem_a(stage) + c * kAtomBytes + 2048u * k, kAtomBytes);
+                        const u64 da = smem_desc_mn128(smem_a(stage) + half * kAtomBytes + 2048u * k, kAtomBytes);
 #endif
 #if B_KMAJOR
-                    const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
+                        const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
 #else
-                    const u64 db = smem_desc_mn128(smem_b(stage) + 2048u * k, kAtomBytes);
+                        const u64 db = smem_desc_mn128(smem_b(stage) + 2048u * k, kAtomBytes);
 #endif
-                    RC_WGMMA(BLOCK_N, RC_ELEM)<1 - A_KMAJOR, 1 - B_KMAJOR>(acc, da, db, (kb > 0 || k > 0) ? 1u : 0u);
+                        RC_WGMMA(BLOCK_N, RC_ELEM)<1 - A_KMAJOR, 1 - B_KMAJOR>(acc[hh], da, db,
+                                                                             (kb > 0 || k > 0) ? 1u : 0u);
+                    }
                 }
                 wgmma_commit();
                 if (kb > 0) {                    // the previous batch is done: free its stage
@@ -403,15 +457,18 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 
             // -------------------------------------------------- split-K fix-up
             // The splits of a tile are reduced in split order through an fp32
-            // workspace slot per (tile, consumer): split 0 stores its partial,
-            // split s waits until flag == s, adds the slot into its registers
-            // (ws + acc, always in that order: bit-identical on every run) and
-            // stores the sum or, as the last split, runs the epilogue.  Units of
-            // one tile are consecutive and every CTA of the persistent grid is
-            // resident, so a split only waits on lower-numbered units that are
-            // already running or done: no deadlock.
+            // workspace slot per (tile, 64-row half), one flag per consumer and tile: split 0 stores its
+            // partial, split s waits until the slot's flag == s, adds the slot
+            // into its registers (ws + acc, always in that order: bit-identical
+            // on every run) and stores the sum or, as the last split, runs the
+            // epilogue.  Units of one tile are consecutive and every CTA of the
+            // persistent grid is resident; a unit only waits on lower-numbered
+            // units, and the lowest unfinished unit never waits (its CTA's ring
+            // holds its stages in order), so nothing can deadlock.
             if (w.splits > 1) {
-                const int slot = ((w.tile - tiles_dp) * CLUSTER_M + int(rank)) * int(kConsumers) + int(c);
+                // This consumer's slot: its half (cooperative), or the tile's
+                // first half (ping-pong: slots slot and slot + 1, one flag).
+                const int slot = ((w.tile - tiles_dp) * CLUSTER_M + int(rank)) * 2 + int(PINGPONG ? 0u : c);
                 float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
                 int* flag = flags + slot;
                 if (w.split > 0) {
@@ -426,14 +483,16 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     }
                     named_barrier_sync(1 + c, 128);
 #pragma unroll
-                    for (u32 i = 0; i < kAccRegs / 4; ++i) {
-                        float p0, p1, p2, p3;
-                        ld_cg_f32x4(ws + (i * 128u + tid) * 4u, p0, p1, p2, p3);
-                        acc[4 * i] = p0 + acc[4 * i];
-                        acc[4 * i + 1] = p1 + acc[4 * i + 1];
-                        acc[4 * i + 2] = p2 + acc[4 * i + 2];
-                        acc[4 * i + 3] = p3 + acc[4 * i + 3];
-                    }
+                    for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+                        for (u32 i = 0; i < kAccRegs / 4; ++i) {
+                            float p0, p1, p2, p3;
+                            ld_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, p0, p1, p2, p3);
+                            acc[hh][4 * i] = p0 + acc[hh][4 * i];
+                            acc[hh][4 * i + 1] = p1 + acc[hh][4 * i + 1];
+                            acc[hh][4 * i + 2] = p2 + acc[hh][4 * i + 2];
+                            acc[hh][4 * i + 3] = p3 + acc[hh][4 * i + 3];
+                        }
                 }
                 if (w.split == w.splits - 1) {
                     // Last reader of this flag in this launch: leave it zeroed for
@@ -441,9 +500,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (tid == 0) st_release_gpu(flag, 0);
                 } else {
 #pragma unroll
-                    for (u32 i = 0; i < kAccRegs / 4; ++i)
-                        st_cg_f32x4(ws + (i * 128u + tid) * 4u, acc[4 * i], acc[4 * i + 1], acc[4 * i + 2],
-                                    acc[4 * i + 3]);
+                    for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+                        for (u32 i = 0; i < kAccRegs / 4; ++i)
+                            st_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, acc[hh][4 * i],
+                                        acc[hh][4 * i + 1], acc[hh][4 * i + 2], acc[hh][4 * i + 3]);
                     named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
                     if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
                     continue;
@@ -451,102 +512,116 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             }
 
             // -------------------------------------------------- epilogue
-            const bool rows_in = m0 + int(c * 64u) < M;
-            const u32 row0 = warp * 16u + lane / 4u;     // this thread's rows: row0, row0 + 8
-            const int grow0 = m0 + int(c * 64u + row0);
+            const u32 row0 = warp * 16u + lane / 4u;     // this thread's rows in a half: row0, row0 + 8
             const int ld = tc.l;
 #pragma unroll
-            for (u32 j = 0; j < BLOCK_N / kEpiCols; ++j, ++e) {
-                const int col0 = n0 + int(j * kEpiCols);
-                if (col0 >= N) break;                    // uniform over the warpgroup
-                float v[kChunkRegs];
+            for (u32 hh = 0; hh < kHalves; ++hh) {
+                const u32 half = PINGPONG ? hh : c;
+                const bool rows_in = m0 + int(half * 64u) < M;
+                const int grow0 = m0 + int(half * 64u + row0);
 #pragma unroll
-                for (u32 r = 0; r < kChunkRegs; ++r) v[r] = alpha * acc[j * kChunkRegs + r];
+                for (u32 jc = 0; jc < BLOCK_N / kEpiCols; ++jc, ++e) {
+                    const int col0 = n0 + int(jc * kEpiCols);
+                    if (col0 >= N) break;                    // uniform over the warpgroup
+                    float v[kChunkRegs];
+#pragma unroll
+                    for (u32 r = 0; r < kChunkRegs; ++r) v[r] = alpha * acc[hh][jc * kChunkRegs + r];
 #if HAS_C
-                {
-                    const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
-                    const u32 cb = c_buf(c, b);
-                    mbar_wait(c_full(c, b), ph, "c_full (epilogue C buffers)");
+                    {
+                        const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
+                        const u32 cb = c_buf(c, b);
+                        mbar_wait(c_full(c, b), ph, "c_full (epilogue C buffers)");
+#pragma unroll
+                        for (u32 q = 0; q < kChunkRegs / 4; ++q)
+#pragma unroll
+                            for (u32 h = 0; h < 2; ++h) {
+                                const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
+                                const u32 cc = 8u * q + 2u * (lane & 3u);      // column inside the chunk
+                                float c0, c1;
+#if C_COLMAJOR
+                                c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
+                                c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
+#elif OUT_TYPE == 2
+                                ld_shared_f32x2(swz(cb, row, cc * 4u), c0, c1);
+#else
+                                const u32 p = ld_shared_u32(swz(cb, row, cc * 2u));
+                                c0 = out16_to_f32((u16)(p & 0xFFFFu));
+                                c1 = out16_to_f32((u16)(p >> 16));
+#endif
+                                v[r] += beta * c0;
+                                v[r + 1] += beta * c1;
+                            }
+                        syncwarp();
+                        if (lane == 0) mbar_arrive(c_empty(c, b));
+                    }
+#endif
+#if BIAS && BIAS_ON_ROWS
+                    const float bias_r0 = grow0 < M ? load_bias(bias, grow0) : 0.f;
+                    const float bias_r1 = grow0 + 8 < M ? load_bias(bias, grow0 + 8) : 0.f;
+#endif
+#pragma unroll
+                    for (u32 q = 0; q < kChunkRegs / 4; ++q) {
+#if BIAS && !BIAS_ON_ROWS
+                        const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
+                        const float b0 = gcol < N ? load_bias(bias, gcol) : 0.f;        // same columns for
+                        const float b1 = gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;  // both rows
+#endif
+#pragma unroll
+                        for (u32 h = 0; h < 2; ++h) {
+                            const u32 r = q * 4u + h * 2u;
+#if BIAS && BIAS_ON_ROWS
+                            v[r] += h ? bias_r1 : bias_r0;
+                            v[r + 1] += h ? bias_r1 : bias_r0;
+#elif BIAS
+                            v[r] += b0;
+                            v[r + 1] += b1;
+#endif
+                            v[r] = activate(v[r]);
+                            v[r + 1] = activate(v[r + 1]);
+                        }
+                    }
+
+                    // Staging buffers alternate over the chunk sequence; each
+                    // stored chunk commits one bulk group, so the group that last
+                    // read `buf` is never the newest one.  A half that starts at or
+                    // below row M (rows_in, uniform over the warpgroup) stores
+                    // nothing and commits nothing, so there tid 0 drains every
+                    // store's reads first (rare: the last tile row): no group is
+                    // pending after it, and the count holds again from the next
+                    // stored chunk.  (Without the drain, a buffer could be
+                    // rewritten while its store still read it.)
+                    const u32 buf = epi + (e % kEpiBuffers) * kEpiBytes;
+                    if (tid == 0) {                  // buf's last store has read it
+                        if (rows_in) tma_store_wait_read<kEpiBuffers - 1>();
+                        else tma_store_wait_read<0>();
+                    }
+                    named_barrier_sync(1 + c, 128);
 #pragma unroll
                     for (u32 q = 0; q < kChunkRegs / 4; ++q)
 #pragma unroll
                         for (u32 h = 0; h < 2; ++h) {
                             const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
-                            const u32 cc = 8u * q + 2u * (lane & 3u);      // column inside the chunk
-                            float c0, c1;
-#if C_COLMAJOR
-                            c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
-                            c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
+                            const u32 cc = 8u * q + 2u * (lane & 3u);
+#if D_COLMAJOR
+                            const u32 p = pack_out16(v[r], v[r + 1]);
+                            st_shared_u16(swz(buf, cc, row * 2u), (u16)(p & 0xFFFFu));
+                            st_shared_u16(swz(buf, cc + 1u, row * 2u), (u16)(p >> 16));
 #elif OUT_TYPE == 2
-                            ld_shared_f32x2(swz(cb, row, cc * 4u), c0, c1);
+                            st_shared_f32x2(swz(buf, row, cc * 4u), v[r], v[r + 1]);
 #else
-                            const u32 p = ld_shared_u32(swz(cb, row, cc * 2u));
-                            c0 = out16_to_f32((u16)(p & 0xFFFFu));
-                            c1 = out16_to_f32((u16)(p >> 16));
+                            st_shared_u32(swz(buf, row, cc * 2u), pack_out16(v[r], v[r + 1]));
 #endif
-                            v[r] += beta * c0;
-                            v[r + 1] += beta * c1;
                         }
-                    syncwarp();
-                    if (lane == 0) mbar_arrive(c_empty(c, b));
-                }
-#endif
-#if BIAS && BIAS_ON_ROWS
-                const float bias_r0 = grow0 < M ? load_bias(bias, grow0) : 0.f;
-                const float bias_r1 = grow0 + 8 < M ? load_bias(bias, grow0 + 8) : 0.f;
-#endif
-#pragma unroll
-                for (u32 q = 0; q < kChunkRegs / 4; ++q) {
-#if BIAS && !BIAS_ON_ROWS
-                    const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
-                    const float b0 = gcol < N ? load_bias(bias, gcol) : 0.f;        // same columns for
-                    const float b1 = gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;  // both rows
-#endif
-#pragma unroll
-                    for (u32 h = 0; h < 2; ++h) {
-                        const u32 r = q * 4u + h * 2u;
-#if BIAS && BIAS_ON_ROWS
-                        v[r] += h ? bias_r1 : bias_r0;
-                        v[r + 1] += h ? bias_r1 : bias_r0;
-#elif BIAS
-                        v[r] += b0;
-                        v[r + 1] += b1;
-#endif
-                        v[r] = activate(v[r]);
-                        v[r + 1] = activate(v[r + 1]);
-                    }
-                }
-
-                // Staging buffers alternate over the whole chunk sequence (not per
-                // tile), so the store that last read `buf` is never the newest one.
-                const u32 buf = epi + (e % kEpiBuffers) * kEpiBytes;
-                if (tid == 0) tma_store_wait_read<kEpiBuffers - 1>();   // buf's last store has read it
-                named_barrier_sync(1 + c, 128);
-#pragma unroll
-                for (u32 q = 0; q < kChunkRegs / 4; ++q)
-#pragma unroll
-                    for (u32 h = 0; h < 2; ++h) {
-                        const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
-                        const u32 cc = 8u * q + 2u * (lane & 3u);
+                    fence_proxy_async_smem();
+                    named_barrier_sync(1 + c, 128);
+                    if (tid == 0 && rows_in) {
 #if D_COLMAJOR
-                        const u32 p = pack_out16(v[r], v[r + 1]);
-                        st_shared_u16(swz(buf, cc, row * 2u), (u16)(p & 0xFFFFu));
-                        st_shared_u16(swz(buf, cc + 1u, row * 2u), (u16)(p >> 16));
-#elif OUT_TYPE == 2
-                        st_shared_f32x2(swz(buf, row, cc * 4u), v[r], v[r + 1]);
+                        tma_store_3d(&map_d, buf, m0 + int(half * 64u), col0, ld);
 #else
-                        st_shared_u32(swz(buf, row, cc * 2u), pack_out16(v[r], v[r + 1]));
+                        tma_store_3d(&map_d, buf, col0, m0 + int(half * 64u), ld);
 #endif
+                        tma_store_commit();
                     }
-                fence_proxy_async_smem();
-                named_barrier_sync(1 + c, 128);
-                if (tid == 0 && rows_in) {
-#if D_COLMAJOR
-                    tma_store_3d(&map_d, buf, m0 + int(c * 64u), col0, ld);
-#else
-                    tma_store_3d(&map_d, buf, col0, m0 + int(c * 64u), ld);
-#endif
-                    tma_store_commit();
                 }
             }
         }

@@ -41,6 +41,7 @@ class GemmConfig:
     act: int = 0
     stages: int = 0                 # 0: as many as fit
     cluster_m: int = 1              # 2: CTA pairs on vertically adjacent tiles multicast B
+    pingpong: bool = False          # consumers alternate tiles (block_n <= 128) instead of sharing one
 
     def __post_init__(self):
         if self.out_type == -1:
@@ -61,7 +62,7 @@ class GemmConfig:
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu."""
         stage = (BLOCK_M + self.block_n) * BLOCK_K * IN_BYTES
-        bars = 2 * self.stages + 2 * 2 * 2 + 1
+        bars = 2 * self.stages + 2 * 2 * 2 + 1 + 2
         return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
 
     @property
@@ -70,12 +71,13 @@ class GemmConfig:
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, IN_BF16=int(self.in_bf16),
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
             HAS_C=int(self.has_c), C_COLMAJOR=int(self.c_colmajor), D_COLMAJOR=int(self.d_colmajor),
-            BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act, CLUSTER_M=self.cluster_m)
+            BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act, CLUSTER_M=self.cluster_m,
+            PINGPONG=int(self.pingpong))
 
 
 def max_stages(block_n: int, has_c: bool) -> int:
     stage = (BLOCK_M + block_n) * BLOCK_K * IN_BYTES
-    fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 9)
+    fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 11)
     return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
 
 
@@ -87,8 +89,8 @@ def all_configs() -> list[GemmConfig]:
     for bf in (True, False):
         for ak in (True, False):
             for bk in (True, False):
-                for bn in (128, 256):
-                    out.append(GemmConfig(bn, bf, ak, bk))
+                out.append(GemmConfig(128, bf, ak, bk, pingpong=True))
+                out.append(GemmConfig(256, bf, ak, bk))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
     return out
 
@@ -115,6 +117,11 @@ def epilogue_configs() -> list[GemmConfig]:
         for bk in (True, False):
             out.append(GemmConfig(bn, bn == 256, True, bk, cluster_m=2))
     out.append(GemmConfig(128, True, False, True, 1, True, False, False, 1, False, 2, cluster_m=2))
+    # ping-pong consumers with C (two C loader warps), column-major C/D, bias on rows, clusters
+    out.append(GemmConfig(128, False, False, False, 0, True, True, False, 3, False, 3, pingpong=True))
+    out.append(GemmConfig(128, True, True, True, 2, True, False, False, 1, False, 2, pingpong=True))
+    out.append(GemmConfig(64, True, True, False, 1, True, True, True, 2, True, 1, pingpong=True))
+    out.append(GemmConfig(128, True, True, False, cluster_m=2, pingpong=True))
     return out
 
 
@@ -124,23 +131,28 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None) -> int:
-    """128x256 tiles when they still give every SM a tile, or when split-K can
-    fill the SMs with 128x256 tiles whose splits keep >= 4096 of K each (very
-    long K: 1024x1024x65536 measured 0.959 vs 0.947 of cuBLAS for 128x128 with
-    2 splits, bench/NOTES.md); else 128x128 (more, smaller tiles); 128x64 for
-    narrow N (the swap-AB small-M case)."""
-    from .scheduler import MAX_SPLITS, MIN_KBLOCKS_PER_SPLIT
+    """128x256 tiles (cooperative) when they give every SM a tile and K is
+    long (> 4096: the mainloop dominates and the wider tile's lower L2 traffic
+    per FLOP wins); else 128x128 (ping-pong, see :func:`choose_pingpong`);
+    128x64 for narrow N (the swap-AB small-M case).  From the H200 probe in
+    bench/NOTES.md ("Ping-pong"): 4096^3 and 4096x14336x4096 ran 1-4% faster
+    with ping-pong 128x128 than with cooperative 128x256, 8192x28672x8192 and
+    8192x8192x28672 3% slower; 1024x1024x65536 (split-K) 0.995 vs 0.941 of
+    cuBLAS for 128x256 with 4 splits."""
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
-    if tiles_256 >= sm_count:
+    if tiles_256 >= sm_count and (k is None or k > 4096):
         return 256
-    if k is not None:
-        k_blocks = -(-k // BLOCK_K)
-        splits = min(sm_count // tiles_256, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
-        if splits >= 2 and k_blocks // splits >= 64:
-            return 256
     return 128
+
+
+def choose_pingpong(block_n: int) -> bool:
+    """Ping-pong (consumers alternate tiles, the epilogue of one hidden behind
+    the other's mainloop) for 128x128 tiles: it beat cooperative 128x128 on
+    every shape of the probe (+1% to +5%).  128x64 (swap-AB) stays
+    cooperative: not measured yet."""
+    return block_n == 128
 
 
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
@@ -167,19 +179,19 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
 
 def tuning_candidates(plan) -> list[dict]:
     """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
-    None), then tile width x raster group x split-K (auto, none, 2, 4) x
-    swap-AB (when M <= 64 < N)."""
+    None), then tile width (with ping-pong on and off for 128x128) x raster
+    group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N)."""
     from .scheduler import cdiv
-    out = [dict(block_n=None, group=None, swap=None, splits=None)]
+    out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)]
     k_blocks = cdiv(plan.k, BLOCK_K)
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
-        for bn in ((64,) if narrow <= 64 else (128, 256)):
+        for bn, pp in (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False))):
             for group in (4, 8, 16):
                 for splits in (None, 1, 2, 4):
                     if splits is not None and splits > k_blocks:
                         continue
-                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits))
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp))
     return out
 
 
@@ -194,5 +206,7 @@ def config_for_problem(m: int, n: int, k: int, bf16: bool, a_kmajor: bool, b_kma
     """The configuration rawcoop.gemm picks for a plain-epilogue problem (no
     tuning table): swap-AB for M <= 64 < N, then the tile rule."""
     if m <= 64 < n:
-        return GemmConfig(choose_block_n(n, m, batches, sm_count, k), bf16, b_kmajor, a_kmajor, d_colmajor=True)
-    return GemmConfig(choose_block_n(m, n, batches, sm_count, k), bf16, a_kmajor, b_kmajor)
+        bn = choose_block_n(n, m, batches, sm_count, k)
+        return GemmConfig(bn, bf16, b_kmajor, a_kmajor, d_colmajor=True, pingpong=choose_pingpong(bn))
+    bn = choose_block_n(m, n, batches, sm_count, k)
+    return GemmConfig(bn, bf16, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn))

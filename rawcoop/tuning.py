@@ -51,9 +51,10 @@ def _valid(choice) -> bool:
     user-writable data, never trusted blindly)."""
     if not isinstance(choice, dict):
         return False
-    bn, group, swap, splits = (choice.get(k) for k in ("block_n", "group", "swap", "splits"))
+    bn, group, swap, splits, pp = (choice.get(k) for k in ("block_n", "group", "swap", "splits", "pingpong"))
     return (bn in (None, 64, 128, 256) and (group is None or (type(group) is int and 1 <= group <= 64))
-            and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16)))
+            and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
+            and pp in (None, True, False) and not (pp and bn == 256))
 
 
 def lookup(sig: str) -> dict | None:
@@ -69,19 +70,11 @@ def reset() -> None:
 
 
 def _persist(sig: str, choice: dict) -> None:
-    from .cache import _atomic_write
+    from .cache import _atomic_write, file_lock
     path = _path()
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        try:
-            from filelock import FileLock
-            lock = FileLock(str(config.lock_dir() / (_FILE + ".lock")), timeout=config.lock_timeout())
-            config.lock_dir().mkdir(mode=0o700, parents=True, exist_ok=True)
-        except Exception:  # noqa: BLE001 - locking is an optimisation only
-            lock = None
-        if lock is not None:
-            lock.acquire()
-        try:
+        with file_lock(_FILE, f"writing {path}; writing it anyway", stacklevel=5):
             try:
                 on_disk = json.loads(path.read_text())
                 if not isinstance(on_disk, dict):
@@ -90,9 +83,6 @@ def _persist(sig: str, choice: dict) -> None:
                 on_disk = {}
             on_disk[sig] = choice
             _atomic_write(path, json.dumps(on_disk, indent=1, sort_keys=True).encode())
-        finally:
-            if lock is not None:
-                lock.release()
     except OSError as e:
         warnings.warn(f"rawcoop: could not save the tuned configuration to {path} ({e}); kept in memory",
                       RuntimeWarning, stacklevel=3)
@@ -123,7 +113,8 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     out = cp.empty(plan.out_shape, dtype=plan.out_dtype)
     results = []
     for cand in tuning_candidates(plan):
-        forced = dict(_block_n=cand["block_n"], _group=cand["group"], _swap=cand["swap"], _splits=cand["splits"])
+        forced = dict(_block_n=cand["block_n"], _group=cand["group"], _swap=cand["swap"], _splits=cand["splits"],
+                      _pingpong=cand["pingpong"])
         try:
             d = _gemm.gemm(a, b, out=out, **forced, **kw)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
@@ -153,8 +144,8 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
         raise RuntimeError(f"no candidate configuration ran for {sig}: {results}")
     best = min(ok, key=lambda r: r["us"])
     default = next((r for r in ok if r["block_n"] is None and r["group"] is None and r["splits"] is None
-                    and r["swap"] is None), None)
-    choice = {k: best[k] for k in ("block_n", "group", "swap", "splits")}
+                    and r["swap"] is None and r["pingpong"] is None), None)
+    choice = {k: best[k] for k in ("block_n", "group", "swap", "splits", "pingpong")}
     choice["us"] = round(best["us"], 2)
     _load()[sig] = choice
     if persist:

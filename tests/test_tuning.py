@@ -62,7 +62,9 @@ def test_garbled_table_is_empty(table_dir):
 def test_candidates_cover_tiles_groups_splits_and_swap():
     plan = SimpleNamespace(m=16, n=8192, k=8192, swap_ok=True)
     cands = gemm_configs.tuning_candidates(plan)
-    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None)
+    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)
+    assert {c["pingpong"] for c in cands[1:] if c["block_n"] == 128} == {True, False}
+    assert not any(c["pingpong"] for c in cands[1:] if c["block_n"] != 128)
     assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
     assert {c["block_n"] for c in cands[1:] if not c["swap"]} == {128, 256}
     assert {c["splits"] for c in cands[1:]} == {None, 1, 2, 4}
