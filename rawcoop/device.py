@@ -111,3 +111,20 @@ def on_device(ordinal: int):
         yield
     finally:
         check(driver.cuCtxSetCurrent(prev), "cuCtxSetCurrent")
+
+
+def stream_capturing(ordinal: int, stream: int) -> bool:
+    """Is the raw stream handle ``stream`` of device ``ordinal`` being captured
+    into a CUDA graph (``cuStreamIsCapturing``)?  An invalidated capture counts
+    as capturing, and so does the legacy default stream while a blocking
+    stream of the context captures (work put on it would join that capture).
+
+    One driver call: callers ask only where capture changes what they may do
+    (allocating a workspace, using a temporary), never on the repeated-call path."""
+    with on_device(ordinal):     # the legacy and per-thread handles mean "of the current context"
+        ret = driver.cuStreamIsCapturing(driver.CUstream(stream))
+    err = ret[0]
+    if err == driver.CUresult.CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        return True
+    status = check(ret, "cuStreamIsCapturing")
+    return status != driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE

@@ -18,6 +18,14 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     split-K workspace come from rawcoop/scheduler.py and rawcoop/workspace.py.
   * Repeated calls with the same inputs reuse a cached plan (validation,
     configuration, operand maps); only ``out`` is checked and D's map looked up.
+  * Devices, streams, graphs: everything runs on the operands' device (all on
+    one, else ValueError), whatever the current device, which is restored; the
+    launch goes on CuPy's current stream of that device.  Under CUDA graph
+    capture a call allocates nothing but its result (when no ``out``): the
+    split-K workspace of the stream must exist already (run the same GEMM once
+    on that stream before capturing, else RuntimeError), ``out`` must be
+    TMA-storable, and a result whose rows need padding is returned as a view
+    of the padded buffer instead of a contiguous copy.
 """
 from __future__ import annotations
 
@@ -143,9 +151,23 @@ def _check_array(name: str, x, cp, dev: int | None):
         raise ValueError(f"{name} is on device {x.device.id}, but a is on device {dev}")
 
 
+def _check_out(cp, out, dev: int, out_shape: tuple, out_dtype) -> None:
+    """``out`` must be a CuPy array on a's device with the result's shape and
+    dtype (validation and the repeated-call path share these checks)."""
+    if not isinstance(out, cp.ndarray):
+        raise TypeError(f"out must be a cupy.ndarray, got {type(out).__module__}.{type(out).__name__}")
+    if out.data.device_id != dev:
+        raise ValueError(f"out is on device {out.data.device_id}, but a is on device {dev}")
+    if out.shape != out_shape:
+        raise ValueError(f"out has shape {out.shape}, expected {out_shape}")
+    if out.dtype != out_dtype:
+        raise TypeError(f"out has dtype {out.dtype.name}, expected {np.dtype(out_dtype).name}")
+
+
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
          out=None, out_dtype=None, pdl: bool = False, _block_n: int | None = None, _group: int | None = None,
-         _swap: bool | None = None, _splits: int | None = None, _cluster: int | None = None):
+         _swap: bool | None = None, _splits: int | None = None, _cluster: int | None = None,
+         _pingpong: bool | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -161,9 +183,10 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     fp32 registers before the single rounding to the output type.
     pdl: launch with programmatic stream serialization, so that this GEMM's
     prologue overlaps the tail of the previous kernel on the stream.
-    ``_block_n``, ``_group``, ``_swap``, ``_splits``, ``_cluster`` force
-    kernel choices (tests, benchmarks; ``_cluster=2`` launches CTA pairs that
-    multicast the shared B tile).  Results are deterministic: split-K reduces partials
+    ``_block_n``, ``_group``, ``_swap``, ``_splits``, ``_cluster``, ``_pingpong``
+    force kernel choices (tests, benchmarks; ``_cluster=2`` launches CTA pairs
+    that multicast the shared B tile; ``_pingpong=True`` lets the two consumer
+    warpgroups alternate tiles, 128x64 or 128x128 only).  Results are deterministic: split-K reduces partials
     in a fixed order.
     """
     import cupy as cp
@@ -177,10 +200,10 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
                               (("a", a), ("b", b), ("c", c), ("bias", bias), ("out", out)))
         res = gemm(a, b, c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out=out,
                    out_dtype=out_dtype, pdl=pdl, _block_n=_block_n, _group=_group, _swap=_swap,
-                   _splits=_splits, _cluster=_cluster)
+                   _splits=_splits, _cluster=_cluster, _pingpong=_pingpong)
         return user_out if user_out is not None else res
 
-    forced = (_block_n, _group, _swap, _splits, _cluster)
+    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong)
     try:
         key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced)
         plan = _PLANS.get(key)
@@ -203,7 +226,8 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):
     """The plan ``gemm`` would run for these arguments (validated; for tune)."""
     import cupy as cp
-    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster"))
+    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster",
+                                                        "_pingpong"))
     plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced)
     if not isinstance(plan, _Plan):
         raise ValueError("nothing to tune: the problem is empty or has K == 0")
@@ -213,7 +237,7 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
 def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced):
     """Validate everything (raising before any allocation or launch) and
     compute the kernel configuration, schedule and tensor maps."""
-    _block_n, _group, _swap, _splits, _cluster = forced
+    _block_n, _group, _swap, _splits, _cluster, _pingpong = forced
     # ------------------------------------------------------------ validation
     _check_array("a", a, cp, None)
     dev = a.device.id
@@ -272,11 +296,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         if n > 1 and bias.strides[0] != bias.dtype.itemsize:
             raise ValueError("bias must be contiguous (unit stride); pass cupy.ascontiguousarray(bias)")
     if out is not None:
-        _check_array("out", out, cp, dev)
-        if out.shape != out_shape:
-            raise ValueError(f"out has shape {out.shape}, expected {out_shape}")
-        if out.dtype.name != out_name:
-            raise TypeError(f"out has dtype {out.dtype.name}, expected {out_name}")
+        _check_out(cp, out, dev, out_shape, _np_dtype(out_name))
 
     # Zero-size problems (cupy.matmul semantics; no launch, no TMA rules apply).
     if m == 0 or n == 0 or batch == 0:
@@ -310,10 +330,11 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     sig = tuning.signature(info.name, in_name, out_name, m, n, k, batch, a_kmajor, b_kmajor, use_c, bias_kind,
                            ACTIVATIONS[activation])
     tuned = None
-    if forced == (None, None, None, None, None):
+    if forced == (None,) * len(forced):
         tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
+            _pingpong = tuned.get("pingpong")
     swap_ok = m <= 64 < n and out_name != "float32"   # no column-major fp32 epilogue is built
     swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32"
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
@@ -328,8 +349,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     cluster = _cluster or 1
     if cluster not in (1, 2) or (cluster == 2 and block_n < 128):
         raise ValueError(f"_cluster must be 1, or 2 with 128- or 256-wide tiles; got {cluster} with {block_n}")
+    pingpong = bool(_pingpong) if _pingpong is not None else gemm_configs.choose_pingpong(block_n)
+    if pingpong and block_n > 128:
+        raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
     cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
-                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster)
+                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster,
+                     pingpong=pingpong)
     kernel = get_kernel(cfg.spec)
     # With clusters the schedule walks rows of CTA pairs, over the clusters that can be resident.
     slots = info.sm_count
@@ -394,39 +419,45 @@ class _Plan:
     def run(self, cp, out):
         dev, m, n, batch, osz = self.dev, self.m, self.n, self.batch, self.osz
         if out is not None:
-            if not isinstance(out, cp.ndarray):
-                raise TypeError(f"out must be a cupy.ndarray, got {type(out).__module__}.{type(out).__name__}")
-            if out.data.device_id != dev:
-                raise ValueError(f"out is on device {out.data.device_id}, but a is on device {dev}")
-            if out.shape != self.out_shape:
-                raise ValueError(f"out has shape {out.shape}, expected {self.out_shape}")
-            if out.dtype != self.out_dtype:
-                raise TypeError(f"out has dtype {out.dtype.name}, expected {self.out_dtype.name}")
+            _check_out(cp, out, dev, self.out_shape, self.out_dtype)
         switch = cp.cuda.runtime.getDevice() != dev
         if switch:
             prev = cp.cuda.runtime.getDevice()
             cp.cuda.runtime.setDevice(dev)
         try:
-            # D: the user's `out` when TMA can store into it, else a padded buffer.
-            d = out
-            if d is None or not _tma_storable(d, osz, batch):
+            stream = cp.cuda.get_current_stream(dev).ptr      # CuPy's current stream of a's device
+            # D: the user's `out` when TMA can store into it, else a padded buffer.  Only then is the
+            # stream asked whether it is being captured into a CUDA graph: a temporary freed back to
+            # CuPy's pool would still be written by every replay, so under capture `out` must be
+            # storable and a result without `out` is returned as the padded buffer's view.
+            temp = out is None or not _tma_storable(out, osz, batch)
+            strided_result = False
+            if temp:
                 npad = -(-n // (16 // osz)) * (16 // osz)
-                d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n]
+                if (out is not None or npad != n) and _device.stream_capturing(dev, stream):
+                    if out is not None:
+                        raise ValueError(
+                            f"out (strides {out.strides}, base 0x{out.data.ptr:x}): under CUDA graph capture "
+                            "the kernel must store straight into out, which needs a 16-byte-aligned base, unit "
+                            "stride along N and row (and batch) strides that are multiples of 16 bytes; any other "
+                            "out would take a temporary buffer that the graph keeps writing after it is freed. "
+                            "Pass such an out, or out=None")
+                    strided_result = True
+            ws_ptr = flags_ptr = 0
+            if self.ws_flags:       # split-K: the (device, stream) workspace; never allocated under capture
+                ws_ptr, flags_ptr = workspace.get(dev, stream, self.ws_floats, self.ws_flags)
+            d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n] if temp else out
             st = d.strides
             d_pitch = st[-2] if m > 1 else _round16(n * osz)
             d_bs = st[0] if (batch > 1 and d.ndim == 3) else _round16(m * max(d_pitch, 16))
             map_d = self.epilogue_map(d.data.ptr, self.colmajor_d, d_pitch, d_bs, batch)
-            stream = cp.cuda.get_current_stream(dev).ptr
-            ws_ptr = flags_ptr = 0
-            if self.ws_flags:
-                ws_ptr, flags_ptr = workspace.get(dev, stream, self.ws_floats, self.ws_flags)
             with _device.on_device(dev):
                 self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
                                    (self.map_a, self.map_b, self.map_c or map_d, map_d) + self.scalars +
                                    (ws_ptr, flags_ptr), _TYPES, cluster=self.cluster, pdl=self.pdl)
             if out is None:
-                res = d if d.ndim == len(self.out_shape) else d.reshape(self.out_shape)
-                return res if res.flags.c_contiguous else cp.ascontiguousarray(res)
+                res = d if d.ndim == len(self.out_shape) else d[0]
+                return res if res.flags.c_contiguous or strided_result else cp.ascontiguousarray(res)
             if d is not out:
                 out[...] = d.reshape(self.out_shape)
             return out
@@ -454,6 +485,12 @@ def _tma_storable(d, osz: int, batch: int) -> bool:
     """Can the kernel TMA-store straight into ``d`` (row-major lines, 16-byte
     pitches and base)?"""
     if d.data.ptr % 16 or d.strides[-1] != osz:
+        return False
+    if d.shape[-1] * osz % 16:
+        # TMA stores whole 16-byte chunks of a line: a row whose byte length is
+        # not a multiple of 16 would get the chunk past its last column written
+        # (found by the fuzzer: a view of a wider array, or a (1, N) array's
+        # end).  Such outputs go through the padded buffer and a copy.
         return False
     if d.shape[-2] > 1 and (d.strides[-2] <= 0 or d.strides[-2] % 16):
         return False
