@@ -27,6 +27,7 @@ memory and warns once.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -99,6 +100,46 @@ def _atomic_write(path: Path, data: bytes) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def file_lock(name: str, on_timeout: str, stacklevel: int = 3):
+    """Hold the node-local file lock ``<config.lock_dir()>/<name>.lock`` (a
+    :class:`filelock.FileLock`, waiting at most ``config.lock_timeout()``
+    seconds) while the ``with`` body runs.
+
+    Best effort, never an error: the lock directory is created 0700 first;
+    without ``filelock``, with an unusable lock directory or when acquiring
+    fails the body runs unlocked, and after a timeout it runs unlocked with a
+    :class:`CacheWarning` "timed out waiting for another process <on_timeout>"
+    (``stacklevel`` 3 names the line of the ``with``).  Callers must stay
+    correct without the lock (atomic publishes)."""
+    try:
+        from filelock import FileLock, Timeout
+    except ImportError:  # pragma: no cover - filelock is a dependency
+        yield
+        return
+    ldir = config.lock_dir()
+    try:
+        ldir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = FileLock(str(ldir / f"{name}.lock"), timeout=config.lock_timeout())
+    except (OSError, ValueError):
+        yield
+        return
+    acquired = False
+    try:
+        lock.acquire()
+        acquired = True
+    except Timeout:
+        warnings.warn(f"rawcoop: timed out waiting for another process {on_timeout}", CacheWarning,
+                      stacklevel=stacklevel)
+    except OSError:
+        pass
+    try:
+        yield
+    finally:
+        if acquired:
+            lock.release()
 
 
 class KernelCache:
@@ -280,35 +321,7 @@ class KernelCache:
         return self._logs.get(key, "")
 
     def _compile_lock(self, key: str):
-        import contextlib
-        try:
-            from filelock import FileLock, Timeout
-        except ImportError:  # pragma: no cover - filelock is a dependency
-            return contextlib.nullcontext()
-        ldir = config.lock_dir()
-        try:
-            ldir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        except OSError:
-            return contextlib.nullcontext()
-        lock = FileLock(str(ldir / f"{key}.lock"), timeout=config.lock_timeout())
-
-        @contextlib.contextmanager
-        def held():
-            acquired = False
-            try:
-                lock.acquire()
-                acquired = True
-            except Timeout:
-                warnings.warn(f"rawcoop: timed out waiting for another process compiling {key[:16]}…; "
-                              "compiling here too", CacheWarning, stacklevel=5)
-            except OSError:
-                pass
-            try:
-                yield
-            finally:
-                if acquired:
-                    lock.release()
-        return held()
+        return file_lock(key, f"compiling {key[:16]}…; compiling here too", stacklevel=5)
 
     # ----------------------------------------------------------------- admin
     def contains(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> bool:

@@ -9,8 +9,8 @@ Dimensions are given innermost first, exactly as the driver takes them:
 :meth:`TensorMap.validate` raises :class:`TensorMapError` (a ``ValueError``)
 naming the rule broken, in pure Python (no GPU), so bad requests never reach
 the driver.  :func:`encode` returns a ``CUtensorMap``; identical requests are
-served from a small LRU cache (~1.5 µs saved per descriptor, and no driver
-call on the repeated-call path).
+served from one small LRU cache, shared with the fast path :func:`tiled`
+(~1.5 µs saved per descriptor, and no driver call on the repeated-call path).
 """
 from __future__ import annotations
 
@@ -182,20 +182,40 @@ class TensorMap:
         return self
 
 
-_ENCODED: "OrderedDict[TensorMap, object]" = OrderedDict()
+_ENCODED: "OrderedDict[tuple, object]" = OrderedDict()
 _ENCODED_MAX = 256
+"""The one cache of encoded maps (LRU), shared by :func:`encode` and
+:func:`tiled`.  Keys are plain tuples (see :func:`_cache_key`): a request with
+the defaults :func:`tiled` uses is keyed ``(dtype, address, dims, strides,
+box, swizzle)``, so both entry points find each other's descriptors."""
 
 
-def encode(tm: TensorMap):
-    """``cuTensorMapEncodeTiled`` for a validated request (needs a driver,
-    no context).  Identical requests return the cached ``CUtensorMap``."""
-    hit = _ENCODED.get(tm)
-    if hit is not None:
-        _ENCODED.move_to_end(tm)
-        return hit
+def _cache_key(tm: TensorMap) -> tuple:
+    """The cache key of a request: the short :func:`tiled` key when every
+    other option has its default (unit element strides, no interleave, 128B
+    L2 promotion, zero OOB fill), else every field."""
+    es = tm.element_strides
+    if es is not None and all(e == 1 for e in es):
+        es = None
+    key = (tm.dtype, tm.address, tm.dims, tm.strides, tm.box, tm.swizzle)
+    if (es is None and tm.interleave == Interleave.NONE and tm.l2_promotion == L2Promotion.B128
+            and tm.oob_fill == OOBFill.ZEROS):
+        return key
+    return key + (es, tm.interleave, tm.l2_promotion, tm.oob_fill)
+
+
+def _remember(key: tuple, cmap) -> None:
+    _ENCODED[key] = cmap
+    if len(_ENCODED) > _ENCODED_MAX:
+        _ENCODED.popitem(last=False)
+
+
+def _encode_uncached(tm: TensorMap):
+    """Validate ``tm`` (raising :class:`TensorMapError` before any driver
+    call) and encode it with ``cuTensorMapEncodeTiled``."""
     tm.validate()
     from ._cuda import check, driver
-    cmap = check(driver.cuTensorMapEncodeTiled(
+    return check(driver.cuTensorMapEncodeTiled(
         driver.CUtensorMapDataType(int(tm.dtype)), tm.rank, tm.address,
         [driver.cuuint64_t(d) for d in tm.dims],
         [driver.cuuint64_t(s) for s in tm.strides],
@@ -205,29 +225,34 @@ def encode(tm: TensorMap):
         driver.CUtensorMapSwizzle(int(tm.swizzle)),
         driver.CUtensorMapL2promotion(int(tm.l2_promotion)),
         driver.CUtensorMapFloatOOBfill(int(tm.oob_fill))), "cuTensorMapEncodeTiled")
-    _ENCODED[tm] = cmap
-    if len(_ENCODED) > _ENCODED_MAX:
-        _ENCODED.popitem(last=False)
+
+
+def encode(tm: TensorMap):
+    """``cuTensorMapEncodeTiled`` for a validated request (needs a driver,
+    no context).  Identical requests return the cached ``CUtensorMap``."""
+    key = _cache_key(tm)
+    hit = _ENCODED.get(key)
+    if hit is not None:
+        _ENCODED.move_to_end(key)
+        return hit
+    cmap = _encode_uncached(tm)
+    _remember(key, cmap)
     return cmap
-
-
-_FAST: dict = {}
 
 
 def tiled(dtype: DType, address: int, dims: tuple, strides: tuple, box: tuple,
           swizzle: Swizzle = Swizzle.NONE):
-    """Repeated-call fast path of :func:`encode`: a plain-tuple cache key, so
-    a hit costs one dict lookup (no dataclass built).  Misses build, validate
-    and encode a :class:`TensorMap` (default element strides, no interleave,
-    128B L2 promotion, zero OOB fill)."""
+    """Repeated-call fast path of :func:`encode`: the cache key is built as a
+    plain tuple, so a hit costs one dict lookup (no dataclass built).  Misses
+    build, validate and encode a :class:`TensorMap` (default element strides,
+    no interleave, 128B L2 promotion, zero OOB fill) into the same cache."""
     key = (dtype, address, dims, strides, box, swizzle)
-    hit = _FAST.get(key)
+    hit = _ENCODED.get(key)
     if hit is not None:
+        _ENCODED.move_to_end(key)
         return hit
-    cmap = encode(TensorMap(dtype, address, dims, strides, box, swizzle=swizzle))
-    if len(_FAST) >= _ENCODED_MAX:
-        _FAST.clear()
-    _FAST[key] = cmap
+    cmap = _encode_uncached(TensorMap(dtype, address, dims, strides, box, swizzle=swizzle))
+    _remember(key, cmap)
     return cmap
 
 
