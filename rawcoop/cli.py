@@ -1,4 +1,4 @@
-"""``python -m rawcoop [info | warmup | cache info|clear | demo]``.
+"""``python -m rawcoop [info | warmup | cache info|clear | demo | bench]``.
 
 With no arguments: on a Hopper GPU, a short demo of what exists; without one,
 the warm-up (which needs no GPU).
@@ -155,6 +155,11 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
+def cmd_bench(args) -> int:
+    from . import bench
+    return bench.execute(args)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rawcoop", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,6 +179,10 @@ def main(argv=None) -> int:
     c = sub.add_parser("cache", help="inspect or clear the kernel cache")
     c.add_argument("action", choices=["info", "clear"])
     sub.add_parser("demo", help="run the kernels once on the GPU and check them")
+    from . import bench
+    bench.add_arguments(sub.add_parser(
+        "bench", help="rawcoop.gemm vs cuBLAS (cupy.matmul): side-by-side table, ratios, JSON, plot (needs a GPU)",
+        description=bench.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     args = ap.parse_args(argv)
     if args.cmd is None:
         from . import device
@@ -181,7 +190,8 @@ def main(argv=None) -> int:
             return cmd_demo(args)
         print("no Hopper GPU here: warming the kernel cache instead (python -m rawcoop --help for more)")
         args = ap.parse_args(["warmup"])
-    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo}[args.cmd](args)
+    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo,
+            "bench": cmd_bench}[args.cmd](args)
 
 
 if __name__ == "__main__":

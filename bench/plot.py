@@ -1,0 +1,49 @@
+"""Plot a GEMM results JSON: rawcoop vs cuBLAS TFLOP/s per case (grouped
+bars, one panel per dtype, ratio over each pair, the 989 TFLOP/s dense
+16-bit peak as a dashed line), and print its table.
+
+Reads what ``python -m rawcoop bench --json`` / ``bench/gemm.py --json``
+write, and the older files in bench/results/.  Needs matplotlib.
+
+    python bench/plot.py bench/results/gemm_h200_issue5_splitk.json [-o out.png] [--suite main]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rawcoop import bench  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/plot.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", help="results JSON")
+    ap.add_argument("-o", "--out", help="PNG to write (default: the JSON's path with .png)")
+    ap.add_argument("--suite", help="comma list of suites to plot (default: every row)")
+    ap.add_argument("--title", help="figure title (default: GPU and date from the file)")
+    ap.add_argument("--no-table", action="store_true", help="do not print the table")
+    args = ap.parse_args(argv)
+    try:
+        results = bench.load_results(args.results)
+        suites = bench.parse_suites(args.suite) if args.suite else None
+    except (OSError, ValueError) as e:
+        print(f"bench/plot.py: {e}", file=sys.stderr)
+        return 2
+    if not args.no_table:
+        print(bench.format_report(results))
+    out = args.out or str(Path(args.results).with_suffix(".png"))
+    try:
+        bench.plot_results(results, out, suites=suites, title=args.title)
+    except (RuntimeError, ValueError) as e:
+        print(f"bench/plot.py: {e}", file=sys.stderr)
+        return 1
+    print(f"plot: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1041 @@
+"""rawcoop.gemm against cuBLAS (``cupy.matmul``), side by side in one process.
+
+The one implementation behind ``python -m rawcoop bench`` and
+``bench/gemm.py`` (and, for the plot, ``bench/plot.py``).
+
+Method (bench/NOTES.md): normal-distributed inputs for both sides (power, and
+so the clock, depends on the data); inputs rotated across several sets when
+one set would fit in L2 (3x L2 in total, at most 8 sets); warm-up (3 calls
+per side on every set, so no plan is built inside a timed call); in each of
+R rounds rawcoop and the baseline alternate, each timed per call with CUDA
+events (median of ``iters`` calls); the reported ratio is the median over
+rounds of baseline_time / rawcoop_time (> 1: rawcoop faster), because clocks
+and power drift by up to ~10% within a run.  The table also gives the min-max
+of the per-round ratios and each side's fraction of the 989 TFLOP/s dense
+fp16/bf16 peak of an H100/H200 SXM (PEAK_TFLOPS).
+
+Suites:
+  main      --shapes x --dtype x --layout (x --variants), vs cupy.matmul (cuBLAS);
+            with --beta != 0 rawcoop fuses beta*C, the baseline is cuBLAS + one
+            CuPy element-wise kernel ("cuBLAS+ew"); batched shapes (MxNxKxL,
+            L > 1) are compared with L 2-D cupy.matmul calls ("cuBLASxL"),
+            since CuPy's 3-D matmul is not cuBLAS's batched GEMM
+  layouts   8192^3 bf16 in TN/NN/NT/TT (cuBLAS gets the same strided views)
+  batched   L=16 x 2048^3 fp16, vs cupy.matmul 3-D, 16 2-D calls, torch.bmm
+  epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
+  small_m   M in {1, 16, 64}, N = K = 8192: swap-AB (default) and forced no-swap
+  pdl       a chain of 8 dependent GEMMs with and without programmatic dependent launch
+
+Nothing here imports CuPy or touches the GPU at import time: the argument
+parsing, the table and the plot work on a machine without one.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import NamedTuple
+
+PEAK_TFLOPS = 989.0
+"""Dense (no sparsity) fp16/bf16 tensor-core peak of an H100/H200 SXM in
+TFLOP/s (NVIDIA datasheet: 989.4 TFLOP/s; the 1979 figure assumes 2:4
+sparsity).  The "% peak" columns and the dashed line of the plot use it."""
+PEAK_LABEL = "H100/H200 SXM dense fp16/bf16 peak"
+
+RESULTS_FORMAT = "rawcoop-bench/1"
+
+DEFAULT_SHAPES = ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "4096x14336x4096",
+                  "8192x8192x28672", "256x16384x4096", "128x8192x8192", "1024x1024x65536")
+"""The issue-3/issue-5 main shape set (TN)."""
+
+SUITES = ("main", "layouts", "batched", "epilogue", "small_m", "pdl")
+LAYOUTS = ("TN", "NN", "NT", "TT")
+"""BLAS-style names as in rawcoop.gemm_configs.LAYOUTS: first letter A
+(T: row-major (M, K), N: column-major), second letter B (N: column-major
+(K, N), i.e. ``bt.T``; T: row-major)."""
+DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16"}
+"""Accepted spellings -> the short name used in rows and tables."""
+MAX_REL_ERR = 1e-2
+"""A row whose rawcoop output differs from the baseline's by more than this
+(relative Frobenius norm) is reported as a mismatch and fails the run."""
+
+
+# ---------------------------------------------------------------- parsing
+class Shape(NamedTuple):
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+    def __str__(self) -> str:
+        s = f"{self.m}x{self.n}x{self.k}"
+        return s if self.batch == 1 else f"{s}x{self.batch}"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+
+def parse_shape(text: str) -> Shape:
+    """``MxNxK`` or ``MxNxKxL`` (L: batch) with positive integers."""
+    t = str(text).strip().lower()
+    parts = t.split("x")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        dims = []
+    if len(dims) not in (3, 4) or any(d <= 0 for d in dims):
+        raise ValueError(f"bad shape {text!r}: expected MxNxK or MxNxKxL with positive integers "
+                         "(e.g. 4096x4096x4096, or 2048x2048x2048x16 for a batch of 16)")
+    return Shape(*dims)
+
+
+def _split(text: str) -> list[str]:
+    return [t.strip() for t in str(text).split(",") if t.strip()]
+
+
+def parse_shapes(text: str) -> list[Shape]:
+    items = _split(text)
+    if not items:
+        raise ValueError("no shapes given (expected a comma list of MxNxK[xL])")
+    return [parse_shape(s) for s in items]
+
+
+def parse_dtypes(text: str) -> list[str]:
+    out = []
+    for d in _split(text):
+        name = DTYPES.get(d.lower())
+        if name is None:
+            raise ValueError(f"unknown dtype {d!r}: use float16 (fp16) or bfloat16 (bf16)")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise ValueError("no dtype given (float16, bfloat16)")
+    return out
+
+
+def parse_layouts(text: str) -> list[str]:
+    out = []
+    for x in _split(text):
+        if x.upper() not in LAYOUTS:
+            raise ValueError(f"unknown layout {x!r}: use TN, NN, NT or TT")
+        if x.upper() not in out:
+            out.append(x.upper())
+    if not out:
+        raise ValueError("no layout given (TN, NN, NT, TT)")
+    return out
+
+
+def parse_suites(text: str) -> list[str]:
+    items = _split(text)
+    if [s.lower() for s in items] == ["all"]:
+        return list(SUITES)
+    for s in items:
+        if s not in SUITES:
+            raise ValueError(f"unknown suite {s!r}: choose from {', '.join(SUITES)} (or all)")
+    if not items:
+        raise ValueError(f"no suite given ({', '.join(SUITES)})")
+    return items
+
+
+_VARIANT_KEYS = ("block_n", "group", "splits", "cluster")
+
+
+def parse_variants(text: str) -> list[tuple[str, dict]]:
+    """``auto`` or ``BLOCK_N:GROUP[:SPLITS[:CLUSTER]]`` (SPLITS 0 = automatic),
+    or colon-separated ``key=value`` pairs naming any of rawcoop.gemm's
+    private ``_key`` arguments (e.g. ``block_n=128:pingpong=1``)."""
+    out = []
+    for v in _split(text):
+        if v == "auto":
+            out.append(("auto", {}))
+            continue
+        kw = {}
+        try:
+            for i, part in enumerate(v.split(":")):
+                if "=" in part:
+                    key, val = part.split("=", 1)
+                    kw["_" + key.strip().lstrip("_")] = int(val)
+                else:
+                    if i >= len(_VARIANT_KEYS):
+                        raise ValueError
+                    kw["_" + _VARIANT_KEYS[i]] = int(part)
+        except ValueError:
+            raise ValueError(f"bad variant {v!r}: expected auto, BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
+                             "or key=value pairs such as block_n=128:group=8") from None
+        if kw.get("_splits") == 0:
+            del kw["_splits"]
+        out.append((v, kw))
+    if not out:
+        raise ValueError("no variant given (auto, or BLOCK_N:GROUP[:SPLITS[:CLUSTER]])")
+    return out
+
+
+def _argtype(fn, what):
+    def conv(text):
+        try:
+            return fn(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+    conv.__name__ = what
+    return conv
+
+
+def _positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer")
+    return v
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The benchmark's options (shared by ``python -m rawcoop bench`` and bench/gemm.py)."""
+    ap.add_argument("--suite", default=["main"], metavar="LIST", type=_argtype(parse_suites, "suites"),
+                    help=f"comma list of {', '.join(SUITES)}, or all (default main)")
+    ap.add_argument("--dtype", "--dtypes", dest="dtypes", default=["bf16", "fp16"], metavar="LIST",
+                    type=_argtype(parse_dtypes, "dtypes"),
+                    help="main suite: comma list of bfloat16 (bf16), float16 (fp16) (default both)")
+    ap.add_argument("--shapes", default=[parse_shape(s) for s in DEFAULT_SHAPES], metavar="LIST",
+                    type=_argtype(parse_shapes, "shapes"),
+                    help="main suite: comma list of MxNxK or MxNxKxL (batch L) (default: the issue-5 set "
+                         + ",".join(DEFAULT_SHAPES) + ")")
+    ap.add_argument("--layout", "--layouts", dest="layouts", default=["TN"], metavar="LIST", type=_argtype(parse_layouts, "layouts"),
+                    help="main suite: comma list of TN, NN, NT, TT (default TN: A row-major, B = bt.T)")
+    ap.add_argument("--beta", type=float, default=0.0,
+                    help="main suite: nonzero -> D = A@B + beta*C with a normal C; the baseline is then "
+                         "cuBLAS + one CuPy element-wise kernel (default 0)")
+    ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
+                    help="main suite: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] (SPLITS 0 = auto) "
+                         "or key=value pairs of gemm's private _key options (default auto)")
+    ap.add_argument("--rounds", type=_positive_int, default=5, metavar="R", help="rounds of alternating timing (default 5)")
+    ap.add_argument("--iters", type=_positive_int, default=20, metavar="N", help="timed calls per side and round (default 20)")
+    ap.add_argument("--json", metavar="PATH", help="write every row, every round and the environment here")
+    ap.add_argument("--plot", metavar="PNG", help="draw rawcoop vs cuBLAS TFLOP/s per shape into this PNG "
+                                                  "(needs matplotlib)")
+    return ap
+
+
+def build_parser(prog: str = "python -m rawcoop bench") -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    return add_arguments(ap)
+
+
+# ---------------------------------------------------------------- timing
+def time_calls(cp, fn, n_sets: int, iters: int) -> float:
+    """Median seconds of ``iters`` calls of ``fn(i % n_sets)``, each between two CUDA events."""
+    starts = [cp.cuda.Event() for _ in range(iters)]
+    ends = [cp.cuda.Event() for _ in range(iters)]
+    for i in range(iters):
+        starts[i].record()
+        fn(i % n_sets)
+        ends[i].record()
+    ends[-1].synchronize()
+    return statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)) * 1e-3
+
+
+def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int) -> list[tuple[float, float]]:
+    """Warm-up, then ``rounds`` rounds of (ours, theirs) timings in seconds.
+
+    The warm-up calls both sides on every input set: rawcoop builds (and
+    caches) a plan per set of pointers, and that host work must not land
+    inside a timed call."""
+    for _ in range(3):
+        for i in range(n_sets):
+            ours(i)
+            theirs(i)
+    cp.cuda.Device().synchronize()
+    out = []
+    for _ in range(rounds):
+        to = time_calls(cp, ours, n_sets, iters)
+        tt = time_calls(cp, theirs, n_sets, iters)
+        out.append((to, tt))
+    return out
+
+
+def cublas_strided_batched(cp, a, b, d):
+    """A callable computing ``d = a @ b`` for 3-D a (L, M, K), b (L, K, N)
+    (each batch row- or column-major, as the strides say) into a C-contiguous
+    d (L, M, N) with one ``cublasGemmStridedBatchedEx`` (fp32 compute, default
+    algorithm): cuBLAS's batched GEMM, which ``cupy.matmul`` on 3-D arrays does
+    not reach for fp16 and rejects for bfloat16."""
+    import numpy as np
+    from cupy_backends.cuda.libs import cublas
+
+    types = {"float16": 2, "bfloat16": 14}            # CUDA_R_16F, CUDA_R_16BF
+    if a.ndim != 3 or b.ndim != 3 or d.ndim != 3 or not d.flags.c_contiguous:
+        raise ValueError("3-D a, b and a C-contiguous 3-D d expected")
+    if a.dtype != b.dtype or a.dtype != d.dtype or a.dtype.name not in types:
+        raise ValueError(f"float16/bfloat16 operands of one dtype expected, got {a.dtype}, {b.dtype}, {d.dtype}")
+    L, m, k = a.shape
+    n = b.shape[2]
+    isz = a.dtype.itemsize
+
+    def op_ld(x):
+        # cuBLAS is column-major: d^T (N x M) = b^T (N x K) . a^T (K x M); return op and leading
+        # dimension that turn x's memory into x^T, and x's batch stride (elements).
+        sb, sr, sc = (s // isz for s in x.strides)
+        if sc == 1:
+            return cublas.CUBLAS_OP_N, sr, sb
+        if sr == 1:
+            return cublas.CUBLAS_OP_T, sc, sb
+        raise ValueError(f"operand with strides {x.strides} is neither row- nor column-major")
+
+    opx, ldx, sx = op_ld(b)
+    opy, ldy, sy = op_ld(a)
+    ctype = types[a.dtype.name]
+    alpha = np.ones((), np.float32)
+    beta = np.zeros((), np.float32)
+
+    def run():
+        h = cp.cuda.device.get_cublas_handle()
+        cublas.setPointerMode(h, cublas.CUBLAS_POINTER_MODE_HOST)
+        cublas.gemmStridedBatchedEx(h, opx, opy, n, m, k, alpha.ctypes.data, b.data.ptr, ctype, ldx, sx,
+                                    a.data.ptr, ctype, ldy, sy, beta.ctypes.data, d.data.ptr, ctype, n, m * n, L,
+                                    cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT)
+    return run
+
+
+def n_sets_for(nbytes: int, l2: int) -> int:
+    """Input sets to rotate so that together they are >= 3x the L2 (1..8)."""
+    return max(1, min(8, math.ceil(3 * l2 / max(1, nbytes))))
+
+
+def make_row(suite: str, case: str, flops: float, rounds: list[tuple[float, float]], n_sets: int,
+             baseline: str = "cuBLAS", extra: dict | None = None, peak: float = PEAK_TFLOPS) -> dict:
+    """One result row from per-round (rawcoop s, baseline s) pairs."""
+    ratios = [tt / to for to, tt in rounds]
+    to = statistics.median(t for t, _ in rounds)
+    tt = statistics.median(t for _, t in rounds)
+    row = {"suite": suite, "case": case, "sets": n_sets, "flops": flops,
+           "rawcoop_ms": to * 1e3, "baseline_ms": tt * 1e3, "baseline": baseline,
+           "rawcoop_tflops": flops / to / 1e12, "baseline_tflops": flops / tt / 1e12,
+           "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    row["rawcoop_peak_frac"] = row["rawcoop_tflops"] / peak
+    row["baseline_peak_frac"] = row["baseline_tflops"] / peak
+    row["rounds"] = [{"rawcoop_ms": a * 1e3, "baseline_ms": b * 1e3, "ratio": b / a} for a, b in rounds]
+    row.update(extra or {})
+    return row
+
+
+# ---------------------------------------------------------------- summary
+def normalize_row(row: dict) -> dict:
+    """A row of any bench/results JSON in the current vocabulary: older files
+    name the baseline ``cublas_*`` and lack ``suite``/``case``/``baseline``."""
+    r = dict(row)
+    r.setdefault("suite", "main")
+    for new, old in (("baseline_tflops", "cublas_tflops"), ("baseline_ms", "cublas_ms")):
+        if new not in r and old in r:
+            r[new] = r[old]
+    r.setdefault("baseline", "cuBLAS")
+    if "rel_err" not in r and "rel_err_vs_cublas" in r:
+        r["rel_err"] = r["rel_err_vs_cublas"]
+    case = r.get("case")
+    tokens = str(case).split() if case else []
+    dtype = r.get("dtype") or (tokens[0] if tokens and tokens[0].lower() in DTYPES else None)
+    r["dtype"] = DTYPES.get(str(dtype).lower(), dtype) if dtype else "?"
+    if not case:
+        case = " ".join(str(x) for x in (r["dtype"], r.get("shape", "?"), r.get("variant") or "") if x)
+        r["case"] = case
+    if r.get("shape"):
+        label = str(r["shape"])
+        if r.get("layout") and r["layout"] != "TN":
+            label += f" {r['layout']}"
+        if r.get("variant") and r["variant"] != "auto":
+            label += f" {r['variant']}"
+        if r.get("beta"):
+            label += f" beta={r['beta']:g}"
+    else:
+        toks = str(case).split()
+        if toks and toks[0].lower() in DTYPES:
+            toks = toks[1:]
+        label = " ".join(toks) or str(case)
+    r["label"] = label
+    return r
+
+
+def geomean(values) -> float:
+    vals = [float(v) for v in values]
+    if not vals or any(not v > 0 for v in vals):
+        return float("nan")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def geomeans(rows) -> list[dict]:
+    """Geometric mean of the ratios per suite and dtype (and per baseline,
+    layout, variant and beta, so that only like is averaged with like)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in map(normalize_row, rows):
+        if r.get("ratio") is None:
+            continue
+        variant = r.get("variant") or {True: "swap", False: "no-swap"}.get(r.get("swap"), "")
+        key = (r["suite"], r["dtype"], r["baseline"], r.get("layout") or "", variant, float(r.get("beta") or 0.0))
+        groups.setdefault(key, []).append(r["ratio"])
+    out = []
+    for (suite, dtype, baseline, layout, variant, beta), ratios in groups.items():
+        out.append({"suite": suite, "dtype": dtype, "baseline": baseline, "layout": layout or None,
+                    "variant": variant or None, "beta": beta, "geomean": geomean(ratios), "count": len(ratios)})
+    return out
+
+
+def _fmt(v, spec):
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(rows, peak: float = PEAK_TFLOPS) -> str:
+    """Side-by-side markdown table per suite: rawcoop and baseline TFLOP/s,
+    ratio (baseline time / rawcoop time), min-max of the per-round ratios, and
+    the fraction of ``peak`` each reaches."""
+    rows = [normalize_row(r) for r in rows]
+    blocks = []
+    for suite in dict.fromkeys(r["suite"] for r in rows):
+        rs = [r for r in rows if r["suite"] == suite]
+        only_cublas = all(r["baseline"] == "cuBLAS" for r in rs)
+        base = "cuBLAS" if only_cublas else "baseline"
+        head = ["case", "rawcoop TFLOP/s", f"{base} TFLOP/s", "ratio", "round min-max",
+                "rawcoop % peak", f"{base} % peak"]
+        if not only_cublas:
+            head.insert(1, "baseline")
+        has_err = any(r.get("rel_err") is not None for r in rs)
+        if has_err:
+            head.append("rel err")
+        body = []
+        for r in rs:
+            rt, bt = r.get("rawcoop_tflops"), r.get("baseline_tflops")
+            lo, hi = r.get("ratio_min"), r.get("ratio_max")
+            line = [r["case"], _fmt(rt, ".1f"), _fmt(bt, ".1f"), _fmt(r.get("ratio"), ".3f"),
+                    f"{lo:.3f}-{hi:.3f}" if lo is not None and hi is not None else "-",
+                    _fmt(None if rt is None else rt / peak, ".1%"), _fmt(None if bt is None else bt / peak, ".1%")]
+            if not only_cublas:
+                line.insert(1, r["baseline"])
+            if has_err:
+                line.append(_fmt(r.get("rel_err"), ".1e"))
+            body.append(line)
+        widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+
+        def fmt_line(cells):
+            return "| " + " | ".join(str(c).ljust(w) if i == 0 or (not only_cublas and i == 1) else str(c).rjust(w)
+                                     for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+        sep = "|" + "|".join("-" * (w + 2) if i == 0 or (not only_cublas and i == 1) else "-" * (w + 1) + ":"
+                             for i, w in enumerate(widths)) + "|"
+        blocks.append("\n".join([f"{suite}:", fmt_line(head), sep, *(fmt_line(b) for b in body)]))
+    return "\n\n".join(blocks)
+
+
+def format_geomeans(rows) -> str:
+    lines = []
+    for g in geomeans(rows):
+        what = " ".join(x for x in (g["suite"], g["dtype"], g["layout"], g["variant"] if g["variant"] != "auto"
+                                    else None, f"beta={g['beta']:g}" if g["beta"] else None) if x)
+        lines.append(f"  {what} vs {g['baseline']}: {g['geomean']:.3f} over {g['count']} "
+                     f"case{'s' if g['count'] != 1 else ''}")
+    return "geomean of ratios (baseline time / rawcoop time):\n" + "\n".join(lines) if lines else ""
+
+
+def format_report(results: dict) -> str:
+    """The table(s), the geomeans, and the legend line, for a results dict."""
+    peak = float(results.get("peak_tflops") or PEAK_TFLOPS)
+    rows = results.get("rows") or []
+    parts = [format_table(rows, peak), format_geomeans(rows),
+             f"ratio = baseline time / rawcoop time (> 1: rawcoop faster), median over rounds; "
+             f"% peak of {peak:g} TFLOP/s ({PEAK_LABEL})"]
+    return "\n\n".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------- environment
+def _cuda_version(v: int) -> str:
+    return f"{v // 1000}.{(v % 1000) // 10}"
+
+
+_SMI_FIELDS = ("name", "driver_version", "pstate", "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem",
+               "power.draw", "power.limit", "temperature.gpu")
+
+
+def nvidia_smi(gpu_id: str | None = None, timeout: float = 10.0) -> dict | None:
+    """Driver version, clocks (MHz), power (W) and temperature of one GPU
+    from ``nvidia-smi`` (None when it is not installed; {"error": ...} when it fails)."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    cmd = [exe, f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader,nounits", "-i", gpu_id or "0"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+    if p.returncode != 0 or not p.stdout.strip():
+        return {"error": (p.stderr or p.stdout).strip()[:300] or f"exit {p.returncode}"}
+    values = [v.strip() for v in p.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(_SMI_FIELDS, values))
+
+
+def _git_revision() -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists():
+        return None
+    try:
+        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (rev + ("+dirty" if dirty else "")) or None
+
+
+def environment(ordinal: int = 0) -> dict:
+    """What the numbers depend on: GPU, driver, CUDA/CuPy/NVRTC versions, clocks."""
+    import platform
+
+    env: dict = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "python": platform.python_version(), "platform": platform.platform(), "argv": sys.argv[:]}
+
+    def attempt(key, fn):
+        try:
+            env[key] = fn()
+        except Exception as e:  # noqa: BLE001 - the environment report never stops a run
+            env[key] = f"unavailable ({type(e).__name__}: {e})"
+
+    import rawcoop
+    env["rawcoop"] = rawcoop.__version__
+    env["git"] = _git_revision()
+
+    def bindings():
+        from ._cuda import bindings_version
+        return bindings_version()
+
+    def nvrtc():
+        from .compiler import nvrtc_version
+        return ".".join(map(str, nvrtc_version()))
+
+    def cupy_version():
+        import cupy
+        return cupy.__version__
+
+    def cuda_runtime():
+        import cupy
+        return _cuda_version(cupy.cuda.runtime.runtimeGetVersion())
+
+    def cuda_driver():
+        import cupy
+        return _cuda_version(cupy.cuda.runtime.driverGetVersion())
+
+    def numpy_version():
+        import numpy
+        return numpy.__version__
+
+    def gpu():
+        from . import device
+        i = device.info(ordinal)
+        return {"ordinal": ordinal, "name": i.name, "cc": f"{i.cc[0]}.{i.cc[1]}", "sm_count": i.sm_count,
+                "l2_bytes": i.l2_bytes}
+
+    attempt("cuda_bindings", bindings)
+    attempt("nvrtc", nvrtc)
+    attempt("cupy", cupy_version)
+    attempt("cuda_runtime", cuda_runtime)
+    attempt("driver_cuda_version", cuda_driver)
+    attempt("numpy", numpy_version)
+    attempt("gpu", gpu)
+    env["nvidia_smi_start"] = smi = nvidia_smi(_bus_id(ordinal))
+    env["driver"] = (smi or {}).get("driver_version")
+    return env
+
+
+def _bus_id(ordinal: int) -> str | None:
+    try:
+        import cupy
+        return cupy.cuda.Device(ordinal).pci_bus_id
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def gpu_problem(ordinal: int = 0) -> str | None:
+    """None when device ``ordinal`` is a Hopper GPU CuPy can use; else why not."""
+    try:
+        from . import device
+    except Exception as e:  # noqa: BLE001
+        return f"the CUDA Python bindings could not be loaded ({type(e).__name__}: {e})"
+    try:
+        n = device.gpu_count()
+    except Exception as e:  # noqa: BLE001
+        return f"the CUDA driver could not be queried ({type(e).__name__}: {e})"
+    if n == 0:
+        return ("no NVIDIA GPU is visible (no CUDA driver, no device, or CUDA_VISIBLE_DEVICES hides them); "
+                "the benchmark needs a Hopper (sm_90) GPU such as an H100 or H200")
+    if n <= ordinal:
+        return f"GPU {ordinal} does not exist ({n} visible)"
+    i = device.info(ordinal)
+    if i.cc != (9, 0):
+        return (f"GPU {ordinal} is {i.name} (sm_{i.cc[0]}{i.cc[1]}); rawcoop's kernels need a Hopper (sm_90) GPU "
+                "(select one with CUDA_VISIBLE_DEVICES)")
+    try:
+        import cupy
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception as e:  # noqa: BLE001
+        return f"CuPy cannot use the GPU ({type(e).__name__}: {e})"
+    return None
+
+
+# ---------------------------------------------------------------- the suites
+class Bench:
+    """Runs the suites on GPU 0 (CuPy's current device) and collects rows."""
+
+    def __init__(self, args, on_row=None):
+        import cupy as cp
+        import ml_dtypes
+        import numpy as np
+
+        from . import device
+        self.cp, self.np = cp, np
+        self.args = args
+        self.info = device.info(cp.cuda.Device().id)
+        self.dtypes = {"bf16": np.dtype(ml_dtypes.bfloat16), "fp16": np.dtype(np.float16)}
+        self.rows: list[dict] = []
+        self.on_row = on_row
+        self._axpby = None
+
+    def rand(self, shape, dt, seed):
+        rs = self.cp.random.RandomState(seed)
+        return rs.standard_normal(shape, dtype=self.cp.float32).astype(dt)
+
+    def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None):
+        rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters)
+        row = make_row(suite, label, flops, rounds, n_sets, baseline, extra)
+        self.rows.append(row)
+        print(f"{suite:8s} {label:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_peak_frac']:5.1%})"
+              f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
+              f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]" +
+              (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else ""), flush=True)
+        if self.on_row is not None:
+            self.on_row(row)
+        return row
+
+    def rel_err(self, d, ref):
+        cp = self.cp
+        d, ref = d.astype(cp.float32), ref.astype(cp.float32)
+        den = float(cp.linalg.norm(ref))
+        return float(cp.linalg.norm(d - ref)) / (den or 1.0)
+
+    def free(self):
+        self.cp.get_default_memory_pool().free_all_blocks()
+
+    def axpby(self):
+        if self._axpby is None:
+            self._axpby = self.cp.ElementwiseKernel("T x, T c, float32 alpha, float32 beta", "T d",
+                                                    "d = (T)(alpha * (float)x + beta * (float)c)", "rc_axpby")
+        return self._axpby
+
+    def operand_a(self, shape, layout, dt, seed):
+        """A (L, M, K) or (M, K): row-major for T, a transposed view of (K, M) for N."""
+        m, k, L = shape.m, shape.k, shape.batch
+        lead = (L,) if L > 1 else ()
+        if layout[0] == "T":
+            return self.rand(lead + (m, k), dt, seed)
+        return self.cp.swapaxes(self.rand(lead + (k, m), dt, seed), -1, -2)
+
+    def operand_b(self, shape, layout, dt, seed):
+        """B (L, K, N) or (K, N): a transposed view of (N, K) for N, row-major for T."""
+        n, k, L = shape.n, shape.k, shape.batch
+        lead = (L,) if L > 1 else ()
+        if layout[1] == "N":
+            return self.cp.swapaxes(self.rand(lead + (n, k), dt, seed), -1, -2)
+        return self.rand(lead + (k, n), dt, seed)
+
+    # ------------------------------------------------------------ suites
+    def main(self):
+        import rawcoop
+        cp = self.cp
+        beta = float(getattr(self.args, "beta", 0.0) or 0.0)
+        for dname in self.args.dtypes:
+            dt = self.dtypes[dname]
+            for shape in self.args.shapes:
+                m, n, k, L = shape
+                for layout in self.args.layouts:
+                    per_set = L * (m * k + n * k + m * n * (2 if beta else 1)) * 2
+                    sets = n_sets_for(per_set, self.info.l2_bytes)
+                    A = [self.operand_a(shape, layout, dt, 10 * i) for i in range(sets)]
+                    B = [self.operand_b(shape, layout, dt, 10 * i + 1) for i in range(sets)]
+                    out_shape = (L, m, n) if L > 1 else (m, n)
+                    D = [cp.empty(out_shape, dt) for _ in range(sets)]
+                    C = [self.rand(out_shape, dt, 10 * i + 2) for i in range(sets)] if beta else None
+                    T = cp.empty(out_shape, dt) if beta else None
+
+                    batched = base_batched = None
+                    if L > 1:
+                        try:
+                            batched = [cublas_strided_batched(cp, a, b, d) for a, b, d in
+                                       zip(A, B, D if T is None else [T] * sets)]
+                            base_batched = "cuBLAS batched"
+                        except Exception as e:  # noqa: BLE001 - fall back to one 2-D call per batch
+                            print(f"main     (cublasGemmStridedBatchedEx unavailable: {type(e).__name__}: {e}; "
+                                  f"baseline = {L} cupy.matmul 2-D calls)", flush=True)
+                            base_batched = f"cuBLASx{L}"
+
+                    def matmul(i, out):
+                        if batched is not None:     # one cublasGemmStridedBatchedEx
+                            batched[i]()
+                        elif L > 1:                 # L cuBLAS GEMMs through CuPy's 2-D path
+                            for j in range(L):
+                                cp.matmul(A[i][j], B[i][j], out=out[j])
+                        else:
+                            cp.matmul(A[i], B[i], out=out)
+
+                    if beta:
+                        axpby = self.axpby()
+
+                        def theirs(i):
+                            matmul(i, T)
+                            axpby(T, C[i], cp.float32(1.0), cp.float32(beta), D[i])
+                        base = "cuBLAS+ew"
+                    else:
+                        def theirs(i):
+                            matmul(i, D[i])
+                        base = "cuBLAS"
+                    if L > 1:
+                        base = base.replace("cuBLAS", base_batched)
+                    theirs(0)
+                    ref = D[0].copy()
+                    for vname, kw in self.args.variants:
+                        ckw = dict(c=C[0], beta=beta) if beta else {}
+                        err = self.rel_err(rawcoop.gemm(A[0], B[0], **ckw, **kw), ref)
+                        label = f"{dname} {shape} {layout}" + ("" if vname == "auto" else f" {vname}") + \
+                            (f" beta={beta:g}" if beta else "")
+
+                        def ours(i, kw=kw):
+                            if beta:
+                                return rawcoop.gemm(A[i], B[i], c=C[i], beta=beta, out=D[i], **kw)
+                            return rawcoop.gemm(A[i], B[i], out=D[i], **kw)
+                        self.record("main", label, shape.flops, ours, theirs, sets, baseline=base,
+                                    extra={"dtype": dname, "shape": str(shape), "layout": layout, "batch": L,
+                                           "beta": beta, "variant": vname, "rel_err": err})
+                    del A, B, C, D, T, ref, batched
+                    self.free()
+
+    def layouts(self):
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        shape = Shape(8192, 8192, 8192)
+        sets = n_sets_for(3 * shape.m * shape.n * 2, self.info.l2_bytes)
+        for layout in LAYOUTS:
+            A = [self.operand_a(shape, layout, dt, i) for i in range(sets)]
+            B = [self.operand_b(shape, layout, dt, 7 + i) for i in range(sets)]
+            D = [cp.empty((shape.m, shape.n), dt) for _ in range(sets)]
+            err = self.rel_err(rawcoop.gemm(A[0], B[0]), cp.matmul(A[0], B[0]))
+            self.record("layouts", f"bf16 8192^3 {layout}", shape.flops,
+                        lambda i: rawcoop.gemm(A[i], B[i], out=D[i]), lambda i: cp.matmul(A[i], B[i], out=D[i]),
+                        sets, extra={"dtype": "bf16", "layout": layout, "rel_err": err})
+            del A, B, D
+            self.free()
+
+    def batched(self):
+        # fp16: CuPy 14's batched matmul rejects bfloat16 ("data type 'E' not
+        # understood" in its integer tensordot path), so bf16 has no cuBLAS
+        # baseline through CuPy for 3-D inputs.
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["fp16"]
+        L, m, n, k = 16, 2048, 2048, 2048
+        sets = n_sets_for(L * 3 * m * n * 2, self.info.l2_bytes)
+        A = [self.rand((L, m, k), dt, i) for i in range(sets)]
+        B = [self.rand((L, k, n), dt, 5 + i) for i in range(sets)]
+        D = [cp.empty((L, m, n), dt) for _ in range(sets)]
+        err = self.rel_err(rawcoop.gemm(A[0], B[0]), cp.matmul(A[0], B[0]))
+        flops = 2.0 * L * m * n * k
+        extra = {"dtype": "fp16", "batch": L}
+        self.record("batched", "fp16 16 x 2048^3 vs cupy.matmul 3-D", flops,
+                    lambda i: rawcoop.gemm(A[i], B[i], out=D[i]), lambda i: cp.matmul(A[i], B[i], out=D[i]),
+                    sets, extra=dict(extra, rel_err=err))
+
+        def loop(i):                          # cuBLAS through CuPy's 2-D path, one GEMM per batch
+            for j in range(L):
+                cp.matmul(A[i][j], B[i][j], out=D[i][j])
+        self.record("batched", "fp16 16 x 2048^3 vs 16 cupy 2-D calls", flops,
+                    lambda i: rawcoop.gemm(A[i], B[i], out=D[i]), loop, sets, baseline="cuBLASx16", extra=extra)
+        try:
+            import torch
+        except Exception as e:  # noqa: BLE001 - a missing or broken torch only drops this baseline
+            torch = None
+            print(f"batched  (no torch.bmm baseline: import torch failed: {type(e).__name__})", flush=True)
+        if torch is not None and torch.cuda.is_available():
+            TA = [torch.as_tensor(a, device="cuda") for a in A]
+            TB = [torch.as_tensor(b, device="cuda") for b in B]
+            TD = [torch.as_tensor(d, device="cuda") for d in D]
+            self.record("batched", "fp16 16 x 2048^3 vs torch.bmm", flops,
+                        lambda i: rawcoop.gemm(A[i], B[i], out=D[i]),
+                        lambda i: torch.bmm(TA[i], TB[i], out=TD[i]), sets, baseline="torch.bmm", extra=extra)
+        self.free()
+
+    def epilogue(self):
+        import rawcoop
+        cp = self.cp
+        axpby = self.axpby()
+        bias_gelu = cp.ElementwiseKernel(
+            "T x, raw float32 bias, int32 n", "T d",
+            "float v = (float)x + bias[i % n];"
+            "d = (T)(0.5f * v * (1.f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))))", "rc_bias_gelu")
+        dt = self.dtypes["fp16"]
+        for m, n, k in ((4096, 4096, 4096), (8192, 8192, 8192)):
+            sets = n_sets_for(4 * m * n * 2, self.info.l2_bytes)
+            A = [self.rand((m, k), dt, i) for i in range(sets)]
+            BT = [self.rand((n, k), dt, 3 + i) for i in range(sets)]
+            C = [self.rand((m, n), dt, 6 + i) for i in range(sets)]
+            D = [cp.empty((m, n), dt) for _ in range(sets)]
+            T = cp.empty((m, n), dt)
+            bias = self.rand((n,), cp.float32, 9)
+
+            def theirs_ab(i):
+                cp.matmul(A[i], BT[i].T, out=T)
+                axpby(T, C[i], cp.float32(0.5), cp.float32(1.5), D[i])
+
+            ref = cp.empty((m, n), dt)
+            theirs_ab(0)
+            ref[...] = D[0]
+            err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, c=C[0], alpha=0.5, beta=1.5), ref)
+            self.record("epilogue", f"fp16 {m}x{n}x{k} 0.5*AB+1.5*C", 2.0 * m * n * k,
+                        lambda i: rawcoop.gemm(A[i], BT[i].T, c=C[i], alpha=0.5, beta=1.5, out=D[i]), theirs_ab,
+                        sets, baseline="cuBLAS+ew", extra={"dtype": "fp16", "rel_err": err})
+
+            def theirs_bg(i):
+                cp.matmul(A[i], BT[i].T, out=T)
+                bias_gelu(T, bias, n, D[i])
+
+            theirs_bg(0)
+            ref[...] = D[0]
+            err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, bias=bias, activation="gelu"), ref)
+            self.record("epilogue", f"fp16 {m}x{n}x{k} gelu(AB+bias)", 2.0 * m * n * k,
+                        lambda i: rawcoop.gemm(A[i], BT[i].T, bias=bias, activation="gelu", out=D[i]), theirs_bg,
+                        sets, baseline="cuBLAS+ew", extra={"dtype": "fp16", "rel_err": err})
+            del A, BT, C, D, T
+            self.free()
+
+    def pdl(self):
+        """A chain of 8 dependent GEMMs (each consumes the previous output),
+        launched with and without programmatic dependent launch."""
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        for size in (1024, 2048):
+            x0 = self.rand((size, size), dt, 1)
+            W = [(self.rand((size, size), dt, 2 + i).astype(cp.float32) / 32).astype(dt) for i in range(8)]
+            X = [cp.empty((size, size), dt) for _ in range(8)]
+
+            def chain(pdl):
+                def run(_):
+                    x = x0
+                    for i in range(8):
+                        x = rawcoop.gemm(x, W[i], out=X[i], pdl=pdl)
+                return run
+
+            def chain_cublas(_):
+                x = x0
+                for i in range(8):
+                    x = cp.matmul(x, W[i], out=X[i])
+            flops = 8 * 2.0 * size ** 3
+            self.record("pdl", f"bf16 8x{size}^3 chain pdl vs no-pdl", flops, chain(True), chain(False), 1,
+                        baseline="no-pdl", extra={"dtype": "bf16"})
+            self.record("pdl", f"bf16 8x{size}^3 chain pdl vs cuBLAS", flops, chain(True), chain_cublas, 1,
+                        extra={"dtype": "bf16"})
+            self.free()
+
+    def small_m(self):
+        import rawcoop
+        cp = self.cp
+        dt = self.dtypes["bf16"]
+        n = k = 8192
+        for m in (1, 16, 64):
+            sets = n_sets_for((m * k + n * k) * 2, self.info.l2_bytes)
+            A = [self.rand((m, k), dt, i) for i in range(sets)]
+            BT = [self.rand((n, k), dt, 4 + i) for i in range(sets)]
+            D = [cp.empty((m, n), dt) for _ in range(sets)]
+            ref = cp.matmul(A[0], BT[0].T)
+            for swap in (True, False):
+                err = self.rel_err(rawcoop.gemm(A[0], BT[0].T, _swap=swap), ref)
+                self.record("small_m", f"bf16 {m}x{n}x{k} swap={swap}", 2.0 * m * n * k,
+                            lambda i, s=swap: rawcoop.gemm(A[i], BT[i].T, out=D[i], _swap=s),
+                            lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                            extra={"dtype": "bf16", "m": m, "swap": swap, "rel_err": err})
+            del A, BT, D
+            self.free()
+
+
+# ---------------------------------------------------------------- results files
+def settings_of(args) -> dict:
+    return {"suites": list(args.suite), "dtypes": list(args.dtypes), "shapes": [str(s) for s in args.shapes],
+            "layouts": list(args.layouts), "beta": args.beta, "variants": [v for v, _ in args.variants],
+            "rounds": args.rounds, "iters": args.iters}
+
+
+def write_json(path, results: dict) -> None:
+    """Atomically (write then rename), so a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def load_results(path) -> dict:
+    """A results JSON of any vintage (bench/results/*.json) as a dict with ``rows``."""
+    data = json.loads(Path(path).read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
+        raise ValueError(f"{path}: not a GEMM benchmark results file (expected an object with a 'rows' list)")
+    return data
+
+
+def _gpu_name(results: dict) -> str | None:
+    gpu = (results.get("env") or {}).get("gpu")
+    if isinstance(gpu, dict) and gpu.get("name"):
+        return gpu["name"]
+    return results.get("gpu")
+
+
+# ---------------------------------------------------------------- plot
+def _figure_class():
+    try:
+        from matplotlib.figure import Figure
+    except ImportError as e:
+        raise RuntimeError("plotting needs matplotlib, which is not installed here: "
+                           "pip install matplotlib (or pip install -e '.[plot]')") from e
+    return Figure
+
+
+def plot_results(results: dict, path, *, suites=None, title: str | None = None) -> Path:
+    """Grouped bars of rawcoop vs baseline TFLOP/s per case, one panel per
+    dtype, the ratio written over each pair and the dense 16-bit peak as a
+    dashed line; written to ``path`` (PNG).  Reads every results format in
+    bench/results/."""
+    Figure = _figure_class()
+    peak = float(results.get("peak_tflops") or PEAK_TFLOPS)
+    rows = [normalize_row(r) for r in results.get("rows") or []]
+    if suites:
+        rows = [r for r in rows if r["suite"] in suites]
+    rows = [r for r in rows if r.get("rawcoop_tflops") is not None and r.get("baseline_tflops") is not None]
+    if not rows:
+        raise ValueError("nothing to plot: no rows with rawcoop and baseline TFLOP/s" +
+                         (f" in suites {', '.join(suites)}" if suites else ""))
+    order = {"bf16": 0, "fp16": 1}
+    dtypes = sorted(dict.fromkeys(r["dtype"] for r in rows), key=lambda d: (order.get(d, 2), d))
+    widest = max(sum(r["dtype"] == d for r in rows) for d in dtypes)
+    fig = Figure(figsize=(max(7.0, 1.0 * widest + 2.5), 4.6 * len(dtypes)), constrained_layout=True)
+    axes = fig.subplots(len(dtypes), 1, squeeze=False)[:, 0]
+    for ax, dt in zip(axes, dtypes):
+        rs = [r for r in rows if r["dtype"] == dt]
+        multi_suite = len({r["suite"] for r in rs}) > 1
+        only_cublas = all(r["baseline"] == "cuBLAS" for r in rs)
+        labels = []
+        for r in rs:
+            lab = (f"{r['suite']}: " if multi_suite else "") + r["label"]
+            if r["baseline"] != "cuBLAS" and " vs " not in lab:
+                lab += f"\nvs {r['baseline']}"
+            labels.append(lab)
+        x = list(range(len(rs)))
+        w = 0.38
+        ours = [r["rawcoop_tflops"] for r in rs]
+        theirs = [r["baseline_tflops"] for r in rs]
+        ax.bar([i - w / 2 for i in x], ours, w, label="rawcoop", color="#2f6db5")
+        ax.bar([i + w / 2 for i in x], theirs, w, label="cuBLAS" if only_cublas else "baseline (cuBLAS unless named)",
+               color="#e08a2c")
+        top = max(peak, max(ours), max(theirs))
+        for i, r in enumerate(rs):
+            ratio = r.get("ratio")
+            if ratio is None:
+                continue
+            ax.annotate(f"{ratio:.2f}×", (i, max(ours[i], theirs[i]) + 0.015 * top), ha="center", va="bottom",
+                        fontsize=8)
+        ax.axhline(peak, ls="--", lw=1.0, color="0.35", label=f"{peak:g} TFLOP/s ({PEAK_LABEL})")
+        ax.set_xticks(x)
+        ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, top * 1.3)
+        ax.set_xlim(-0.6, len(rs) - 0.4)
+        ax.set_ylabel("TFLOP/s")
+        ax.set_title(f"{dt}   (ratio = baseline time / rawcoop time)", fontsize=10)
+        ax.legend(loc="upper center", ncol=3, fontsize=8, frameon=False)
+        ax.grid(axis="y", alpha=0.3)
+    if title is None:
+        gpu = _gpu_name(results)
+        when = str((results.get("env") or {}).get("date", ""))[:10]
+        title = "rawcoop.gemm vs cuBLAS" + (f" on {gpu}" if gpu else "") + (f", {when}" if when else "")
+    fig.suptitle(title, fontsize=11)
+    path = Path(path)
+    fig.savefig(path, dpi=130)
+    return path
+
+
+# ---------------------------------------------------------------- entry points
+def run(args) -> dict:
+    """Run the selected suites; returns the results dict (rows, env, settings)."""
+    env = environment(0)
+    results = {"format": RESULTS_FORMAT, "gpu": None, "peak_tflops": PEAK_TFLOPS, "peak": PEAK_LABEL, "env": env,
+               "settings": settings_of(args), "rows": []}
+    results["gpu"] = _gpu_name(results)
+
+    def save(_row=None):
+        if args.json:
+            write_json(args.json, results)
+
+    b = Bench(args, on_row=lambda row: (results["rows"].append(row), save()))
+    print(f"GPU {b.info.name}, {b.info.sm_count} SMs, L2 {b.info.l2_bytes / 2**20:.0f} MiB; "
+          f"rounds={args.rounds} iters={args.iters}; ratio = baseline time / rawcoop time", flush=True)
+    for suite in args.suite:
+        getattr(b, suite)()
+    env["nvidia_smi_end"] = nvidia_smi(_bus_id(0))
+    results["geomean"] = geomeans(results["rows"])
+    save()
+    return results
+
+
+def _check_output(path, what) -> str | None:
+    if path and not Path(path).resolve().parent.is_dir():
+        return f"{what}: the directory of {path} does not exist"
+    return None
+
+
+def execute(args) -> int:
+    """Run the benchmark for parsed ``args``; 0 on success, 1 when there is no
+    usable GPU (nothing measured), when a result mismatched, or when the plot failed."""
+    for problem in (_check_output(args.json, "--json"), _check_output(args.plot, "--plot")):
+        if problem:
+            print(f"rawcoop bench: {problem}", file=sys.stderr)
+            return 2
+    problem = gpu_problem(0)
+    if problem:
+        print(f"rawcoop bench: {problem}; nothing was measured.", file=sys.stderr)
+        return 1
+    if args.plot:
+        try:
+            _figure_class()
+        except RuntimeError as e:
+            print(f"rawcoop bench: --plot: {e}", file=sys.stderr)
+            return 1
+    results = run(args)
+    print()
+    print(format_report(results))
+    rc = 0
+    bad = [r for r in results["rows"] if r.get("rel_err") is not None and not r["rel_err"] <= MAX_REL_ERR]
+    for r in bad:
+        print(f"MISMATCH {r['suite']} {r['case']}: rawcoop differs from the baseline by {r['rel_err']:.2e} "
+              f"(relative Frobenius norm > {MAX_REL_ERR:g})", file=sys.stderr)
+        rc = 1
+    if args.json:
+        print(f"results: {args.json}")
+    if args.plot:
+        try:
+            plot_results(results, args.plot)
+            print(f"plot: {args.plot}")
+        except (RuntimeError, ValueError) as e:
+            print(f"rawcoop bench: --plot: {e}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+def main(argv=None, prog: str = "python -m rawcoop bench") -> int:
+    return execute(build_parser(prog).parse_args(argv))
