@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 TOL = {"float16": 7e-4, "bfloat16": 5e-3, "float32": 2e-5}
@@ -432,9 +432,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
     if cluster == 2 and block_n < 128:
         raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
     bias_kind = gc.BIAS_TYPES[p.in_dtype if p.bias == "input" else p.bias] if p.bias != "none" else 0
-    extra = {}
-    if any(f.name == "pingpong" for f in fields(gc.GemmConfig)) and hasattr(gc, "choose_pingpong"):
-        extra["pingpong"] = gc.choose_pingpong(block_n)
+    extra = {"pingpong": gc.choose_pingpong(block_n, gc.tile_count(km, kn, block_n, p.batch), sm_count)}
     return gc.GemmConfig(block_n, p.in_dtype == "bfloat16", ak, bk, gc.OUT_TYPES[p.out_dtype], use_c,
                          (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap,
                          gc.ACTIVATIONS[p.activation], cluster_m=cluster, **extra)

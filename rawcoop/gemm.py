@@ -349,7 +349,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     cluster = _cluster or 1
     if cluster not in (1, 2) or (cluster == 2 and block_n < 128):
         raise ValueError(f"_cluster must be 1, or 2 with 128- or 256-wide tiles; got {cluster} with {block_n}")
-    pingpong = bool(_pingpong) if _pingpong is not None else gemm_configs.choose_pingpong(block_n)
+    pingpong = (bool(_pingpong) if _pingpong is not None else
+                gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
     cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,

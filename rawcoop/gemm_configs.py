@@ -83,13 +83,15 @@ def max_stages(block_n: int, has_c: bool) -> int:
 
 def all_configs() -> list[GemmConfig]:
     """The configurations warm-up compiles by default: every layout and input
-    type, with the plain epilogue, for the tiles the heuristic picks (128x128,
-    128x256) and the swap-AB small-M tile (128x64, D column-major)."""
+    type, with the plain epilogue, for the tiles the heuristic picks (128x128
+    ping-pong and cooperative, 128x256) and the swap-AB small-M tile (128x64,
+    D column-major)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
             for bk in (True, False):
                 out.append(GemmConfig(128, bf, ak, bk, pingpong=True))
+                out.append(GemmConfig(128, bf, ak, bk))
                 out.append(GemmConfig(256, bf, ak, bk))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
     return out
@@ -131,28 +133,31 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None) -> int:
-    """128x256 tiles (cooperative) when they give every SM a tile and K is
-    long (> 4096: the mainloop dominates and the wider tile's lower L2 traffic
-    per FLOP wins); else 128x128 (ping-pong, see :func:`choose_pingpong`);
-    128x64 for narrow N (the swap-AB small-M case).  From the H200 probe in
-    bench/NOTES.md ("Ping-pong"): 4096^3 and 4096x14336x4096 ran 1-4% faster
-    with ping-pong 128x128 than with cooperative 128x256, 8192x28672x8192 and
-    8192x8192x28672 3% slower; 1024x1024x65536 (split-K) 0.995 vs 0.941 of
-    cuBLAS for 128x256 with 4 splits."""
+    """128x256 tiles (cooperative) when they give every SM a tile, except for
+    many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
+    where 128x128 ping-pong hides the epilogues that short mainloops expose;
+    128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
+    leave SMs idle (split-K fills them: 1024x1024x65536 ran 0.99-1.02 of
+    cuBLAS with 128x128 vs 0.94-0.95 with 128x256 and 4 splits); 128x64 for
+    narrow N (the swap-AB small-M case).  From the H200 probes in
+    bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
+    0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99."""
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
-    if tiles_256 >= sm_count and (k is None or k > 4096):
-        return 256
+    if tiles_256 >= sm_count:
+        short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
+        return 128 if short_k_many_waves else 256
     return 128
 
 
-def choose_pingpong(block_n: int) -> bool:
+def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132) -> bool:
     """Ping-pong (consumers alternate tiles, the epilogue of one hidden behind
-    the other's mainloop) for 128x128 tiles: it beat cooperative 128x128 on
-    every shape of the probe (+1% to +5%).  128x64 (swap-AB) stays
-    cooperative: not measured yet."""
-    return block_n == 128
+    the other's mainloop) for 128x128 tiles when every CTA gets at least two
+    tiles (``tiles`` >= 2 x SMs); with one unit per CTA the second consumer
+    would idle (128x8192x8192: ping-pong 0.855 vs cooperative 0.87-0.88 of
+    cuBLAS).  128x64 (swap-AB) stays cooperative: not measured yet."""
+    return block_n == 128 and (tiles is None or tiles >= 2 * sm_count)
 
 
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
@@ -207,6 +212,11 @@ def config_for_problem(m: int, n: int, k: int, bf16: bool, a_kmajor: bool, b_kma
     tuning table): swap-AB for M <= 64 < N, then the tile rule."""
     if m <= 64 < n:
         bn = choose_block_n(n, m, batches, sm_count, k)
-        return GemmConfig(bn, bf16, b_kmajor, a_kmajor, d_colmajor=True, pingpong=choose_pingpong(bn))
+        return GemmConfig(bn, bf16, b_kmajor, a_kmajor, d_colmajor=True,
+                          pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count))
     bn = choose_block_n(m, n, batches, sm_count, k)
-    return GemmConfig(bn, bf16, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn))
+    return GemmConfig(bn, bf16, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn, tile_count(m, n, bn, batches), sm_count))
+
+
+def tile_count(m: int, n: int, block_n: int, batches: int = 1) -> int:
+    return batches * -(-m // BLOCK_M) * -(-n // block_n)

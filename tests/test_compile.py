@@ -123,11 +123,15 @@ def test_decomposition_covers_every_tile_kblock_exactly_once():
 def test_tile_choice_rule():
     from rawcoop.gemm_configs import choose_block_n, choose_pingpong, config_for_problem
     assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles, long K
-    assert choose_block_n(4096, 4096, 1, 132, 4096) == 128          # many tiles, K <= 4096: ping-pong 128
+    assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
+    assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K)
     assert choose_block_n(128, 8192, 1, 132, 8192) == 128
     assert choose_block_n(2048, 2048, 1, 132, 512) == 128
     assert choose_pingpong(128) and not choose_pingpong(256) and not choose_pingpong(64)
-    assert config_for_problem(4096, 4096, 4096, True, True, True).pingpong
+    assert choose_pingpong(128, 264, 132) and not choose_pingpong(128, 263, 132)
+    assert config_for_problem(4096, 14336, 4096, True, True, True).pingpong
+    assert not config_for_problem(1024, 1024, 65536, True, True, True).pingpong   # one tile per CTA
+    assert not config_for_problem(128, 8192, 8192, True, True, True).pingpong
     assert not config_for_problem(8192, 8192, 8192, True, True, True).pingpong
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
