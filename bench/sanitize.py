@@ -54,6 +54,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rawcoop._reference import activation as activation64  # noqa: E402
+
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
 TOL = {"float16": 1e-3, "bfloat16": 7e-3, "float32": 5e-5}     # relative Frobenius error vs float64
 LAYOUTS = {"TN": (True, True), "NN": (False, True), "NT": (False, False), "TT": (True, False)}
@@ -178,13 +180,7 @@ def _operand(cp, np, rng, rows, cols, cols_contiguous, dt, lead):
 
 
 def _act(np, v, act):
-    if act == "relu":
-        return np.maximum(v, 0)
-    if act == "gelu":
-        return 0.5 * v * (1 + np.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
-    if act == "silu":
-        return v / (1 + np.exp(-v))
-    return v
+    return activation64(np, v, act)
 
 
 def problems(have_pingpong: bool = True) -> list:

@@ -51,6 +51,8 @@ import random
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
+from ._reference import activation as activation64
+
 TOL = {"float16": 7e-4, "bfloat16": 5e-3, "float32": 2e-5}
 """Relative Frobenius error tolerance by output dtype (tests/test_gemm_full_gpu.py)."""
 
@@ -531,13 +533,7 @@ def build(p: Problem, fill: bool = True) -> dict:
 
 
 def _act64(cp, v, act):
-    if act == "relu":
-        return cp.maximum(v, 0)
-    if act == "gelu":
-        return 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
-    if act == "silu":
-        return v / (1 + cp.exp(-v))
-    return v
+    return activation64(cp, v, act)
 
 
 def reference(p: Problem, arrays: dict):

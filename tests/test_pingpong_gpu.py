@@ -9,6 +9,7 @@ column-major D, batches and clusters of 2."""
 import pytest
 
 import gpu_helpers
+from rawcoop._reference import activation as activation64
 
 pytestmark = pytest.mark.gpu
 
@@ -77,12 +78,7 @@ def test_pingpong_epilogue(c_order, out_dtype, activation):
         c = cp.ascontiguousarray(c.swapaxes(-1, -2)).swapaxes(-1, -2)
     bias = _rand(cp, (n,), cp.float32, 8)
     ref = 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias
-    if activation == "relu":
-        ref = cp.maximum(ref, 0)
-    elif activation == "gelu":
-        ref = 0.5 * ref * (1 + cp.tanh(0.7978845608028654 * (ref + 0.044715 * ref ** 3)))
-    elif activation == "silu":
-        ref = ref / (1 + cp.exp(-ref))
+    ref = activation64(cp, ref, activation)
     for splits in (None, 2):
         d = rawcoop.gemm(a, b, c=c, alpha=0.75, beta=-0.5, bias=bias, activation=activation,
                          out_dtype=out_dtype, _pingpong=True, _block_n=128, _splits=splits)

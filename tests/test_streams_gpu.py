@@ -15,6 +15,7 @@ import numpy as np  # noqa: F401
 import pytest
 
 import gpu_helpers
+from rawcoop._reference import activation as activation64
 
 pytestmark = pytest.mark.gpu
 
@@ -24,13 +25,7 @@ _rand = gpu_helpers.rand
 
 
 def _act64(cp, v, act):
-    if act == "relu":
-        return cp.maximum(v, 0)
-    if act == "gelu":
-        return 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
-    if act == "silu":
-        return v / (1 + cp.exp(-v))
-    return v
+    return activation64(cp, v, act)
 
 
 def _reference(cp, a, b, beta=0.0, c=None, bias=None, activation=None, **_):
