@@ -1,12 +1,13 @@
 """GPU regression cases found by the fuzzer (bench/fuzz.py), each re-run
 several times because the bugs they caught were races.
 
-OPEN (2026-11-30): seed 7 case 831 — 3001x1000x512 bf16, A column-major, B
-row-major, fp32 output, C fp32 row-major, beta 0.25, alpha -1, relu
-(cooperative 128x128, 192 tiles on 132 CTAs).  About every other run has a
-few wrong elements in the last epilogue chunk of the first tile of a CTA that
-has a second tile; the kernel at the start of that session did the same.  This
-test fails until that race is found (bench/NOTES.md, "Still open")."""
+Seed 7 case 831 — 3001x1000x512 bf16, A column-major, B row-major, fp32
+output, C fp32 row-major, beta 0.25, alpha -1, relu (cooperative 128x128,
+192 tiles on 132 CTAs): about every other run had a few wrong elements in the
+last epilogue chunk of the first tile of a CTA with a second tile (the C
+buffer refilled by TMA while still being read; bench/NOTES.md).  The fix (a
+proxy fence before the c_empty arrive) was made without a GPU: this test is
+its confirmation."""
 import pytest
 
 pytestmark = pytest.mark.gpu
