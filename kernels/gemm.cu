@@ -2,10 +2,20 @@
 //
 //   D[l] = act(alpha · A[l]·B[l] + beta · C[l] + bias)      for l in [0, L)
 //
-//   A: M×K, B: K×N, 16-bit inputs (fp16 or bf16), fp32 accumulation, D in
-//   fp16/bf16/fp32.  Each operand is K-major or MN-major (A_KMAJOR,
-//   B_KMAJOR): the four layouts TN/NN/NT/TT come from the TMA box orientation
-//   and wgmma's transpose bits, never from copies.  "Rows"/"columns" below are
+//   A: M×K, B: K×N, fp32 accumulation, D in fp16/bf16/fp32.  Inputs (IN_KIND
+//   for A, IN_KIND_B for B): fp16, bf16, tf32 (fp32 in memory; the tensor
+//   core reads its top 19 bits) or fp8 e4m3/e5m2 (A and B may differ).  The
+//   kernel is one for all of them, generalised by the element size: a K-major
+//   shared-memory row is always 128 bytes (one 128B swizzle atom), so
+//   BLOCK_K = 128 / element bytes (64, 32 or 128) and a k-block is always 4
+//   wgmma k-steps of 32 bytes (k16, k8, k32); stage sizes do not depend on
+//   the type.  16-bit operands are K-major or MN-major (A_KMAJOR, B_KMAJOR):
+//   the four layouts TN/NN/NT/TT come from the TMA box orientation and
+//   wgmma's transpose bits, never from copies.  wgmma has no transpose for
+//   tf32/fp8: those operands must be K-major (static_assert).  fp8 kernels
+//   take two more arguments, scale_a and scale_b (1-element fp32 device
+//   arrays, null = 1): the epilogue uses alpha·scale_a·scale_b (per-tensor
+//   dequantisation, as torch._scaled_mm).  "Rows"/"columns" below are
 //   the kernel's own M and N; the host may hand it the transposed problem
 //   (swap-AB for small M), then D and C are column-major in the kernel's view
 //   (D_COLMAJOR, C_COLMAJOR) and the bias runs along rows (BIAS_ON_ROWS).
@@ -15,8 +25,8 @@
 //        warp 0, lane 0 (mainloop load): for every k-block of every tile of
 //                  this CTA's sequence: wait empty[s], arrive.expect_tx on
 //                  full[s] with the stage's bytes, TMA-load the A tile
-//                  (128×64) and the B tile (BLOCK_N×64), as one box for a
-//                  K-major operand or 64-wide boxes for an MN-major one.
+//                  (128×BLOCK_K) and the B tile (BLOCK_N×BLOCK_K), as one box
+//                  for a K-major operand or 64-wide boxes for an MN-major one.
 //        warps 1, 2, lane 0 (epilogue loads, only when HAS_C): after the
 //                  first mainloop load was issued (mbarrier first_load), warp
 //                  1 + c walks consumer c's units and TMA-loads each 64-row
@@ -33,7 +43,7 @@
 //        mainloop runs while the other runs its epilogue: the epilogue hides
 //        behind tensor-core work.
 //        Per k-block: wait full[s], issue 4 (cooperative) or 8 (ping-pong)
-//        wgmma m64nBLOCK_Nk16 (smem descriptors, 128B swizzle), commit, wait
+//        wgmma m64nBLOCK_N (k16/k8/k32; smem descriptors, 128B swizzle), commit, wait
 //        until only this batch is in flight and release the previous stage
 //        (one arrive per warp on empty[s']).  Epilogue per 64-row chunk of
 //        EPI_COLS columns: (C from smem) → alpha·acc + beta·c + bias → act →
@@ -78,8 +88,11 @@
 #ifndef STAGES
 #define STAGES 4
 #endif
-#ifndef IN_BF16
-#define IN_BF16 1
+#ifndef IN_KIND             // input kind of A: 0 fp16, 1 bf16, 2 tf32 (fp32 storage), 3 fp8 e4m3, 4 fp8 e5m2
+#define IN_KIND 1
+#endif
+#ifndef IN_KIND_B           // input kind of B: IN_KIND, except that fp8 A and B may differ (e4m3 x e5m2)
+#define IN_KIND_B IN_KIND
 #endif
 #ifndef A_KMAJOR
 #define A_KMAJOR 1
@@ -88,7 +101,7 @@
 #define B_KMAJOR 1
 #endif
 #ifndef OUT_TYPE            // 0 fp16, 1 bf16, 2 fp32
-#define OUT_TYPE IN_BF16
+#define OUT_TYPE (IN_KIND == 0 ? 0 : IN_KIND == 2 ? 2 : 1)
 #endif
 #ifndef HAS_C
 #define HAS_C 0
@@ -115,23 +128,54 @@
 #define PINGPONG 0
 #endif
 
-#define BLOCK_M 128
-#define BLOCK_K 64
-
-#if IN_BF16
-#define RC_ELEM bf16
+// Element size, and which wgmma: a k-step always reads 32 bytes of K per row
+// (k16 of a 16-bit type, k8 of tf32, k32 of fp8).
+#if IN_KIND == 0 || IN_KIND == 1
+#define RC_IN_BYTES 2
+#elif IN_KIND == 2
+#define RC_IN_BYTES 4
 #else
-#define RC_ELEM f16
+#define RC_IN_BYTES 1
 #endif
-#define RC_WGMMA_NAME(n, t) wgmma_m64n##n##k16_##t
-#define RC_WGMMA(n, t) RC_WGMMA_NAME(n, t)
+#define RC_FP8 (IN_KIND >= 3)
 
-constexpr u32 kInBytes = 2;
+#define BLOCK_M 128
+#define BLOCK_K (128 / RC_IN_BYTES)     // one 128-byte swizzle row of K per k-block: 64 / 32 / 128 elements
+#define RC_KSTEPS (BLOCK_K * RC_IN_BYTES / 32)   // wgmma k-steps of 32 bytes per k-block: always 4
+
+#if IN_KIND == 0
+#define RC_ELEM f16
+#elif IN_KIND == 1
+#define RC_ELEM bf16
+#elif IN_KIND == 2
+#define RC_ELEM tf32
+#elif IN_KIND == 3 && IN_KIND_B == 3
+#define RC_ELEM e4m3_e4m3
+#elif IN_KIND == 3 && IN_KIND_B == 4
+#define RC_ELEM e4m3_e5m2
+#elif IN_KIND == 4 && IN_KIND_B == 3
+#define RC_ELEM e5m2_e4m3
+#else
+#define RC_ELEM e5m2_e5m2
+#endif
+#define RC_WGMMA_NAME(n_, k_, t_) wgmma_m64n##n_##k##k_##_##t_
+#define RC_WGMMA_XNAME(n_, k_, t_) RC_WGMMA_NAME(n_, k_, t_)
+// One k-step of the mainloop: the generated wrapper of kernels/wgmma.cuh.  Only
+// the 16-bit wrappers take the transpose bits (K-major 0, MN-major 1).
+#if RC_IN_BYTES == 2
+#define RC_WGMMA(n) RC_WGMMA_XNAME(n, 16, RC_ELEM)<1 - A_KMAJOR, 1 - B_KMAJOR>
+#elif RC_IN_BYTES == 4
+#define RC_WGMMA(n) RC_WGMMA_XNAME(n, 8, RC_ELEM)
+#else
+#define RC_WGMMA(n) RC_WGMMA_XNAME(n, 32, RC_ELEM)
+#endif
+
+constexpr u32 kInBytes = RC_IN_BYTES;
 constexpr u32 kOutBytes = OUT_TYPE == 2 ? 4 : 2;
 constexpr u32 kABytes = BLOCK_M * BLOCK_K * kInBytes;       // 16 KB
 constexpr u32 kBBytes = BLOCK_N * BLOCK_K * kInBytes;
 constexpr u32 kStageBytes = kABytes + kBBytes;
-constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-major box: 8 KB
+constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-major box (16-bit only): 8 KB
 // Epilogue chunk: 64 rows × kEpiCols columns = 8 KB, 128-byte lines.
 //   row-major:    a line is a row of kEpiCols elements
 //   column-major: a line is a column of 64 16-bit elements
@@ -156,6 +200,12 @@ constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1 + kConsu
 constexpr u32 kSmemBytes = kOffBar + kBarCount * 8 + 1024;   // + alignment slack
 static_assert(kSmemBytes <= 232448, "shared memory over the sm_90 per-block limit");
 static_assert(BLOCK_K * kInBytes == 128, "one 128-byte swizzle atom per K-major tile row");
+static_assert(RC_KSTEPS == 4, "four 32-byte wgmma k-steps per 128-byte row");
+static_assert(IN_KIND >= 0 && IN_KIND <= 4 && IN_KIND_B >= 0 && IN_KIND_B <= 4, "IN_KIND: 0..4");
+static_assert(IN_KIND == IN_KIND_B || (IN_KIND >= 3 && IN_KIND_B >= 3),
+              "A and B kinds may differ only for fp8 (e4m3 x e5m2)");
+static_assert(kInBytes == 2 || (A_KMAJOR && B_KMAJOR),
+              "wgmma cannot transpose 32-bit/8-bit operands: tf32 and fp8 A and B must be K-major");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N % kEpiCols == 0, "tile shape");
 static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 128 columns at most");
 static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
@@ -235,8 +285,9 @@ RC_DEVICE void release_stage(u32 bar) {
 #endif
 }
 
-// TMA-load one operand's ROWS x 64 (K) tile of a stage: one box when K-major
-// (rows of 128 B), 64-row boxes when MN-major (lines of 64 MN elements per K).
+// TMA-load one operand's ROWS x BLOCK_K tile of a stage: one box when K-major
+// (rows of 128 B), 64-row boxes when MN-major (16-bit only: lines of 64 MN
+// elements per K).
 template <int KMAJOR, u32 ROWS>
 RC_DEVICE void load_operand(u32 dst, const TmaMap* map, u32 bar, int k0, int row0, int l) {
     if (KMAJOR) {
@@ -274,7 +325,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             const __grid_constant__ TmaMap map_c, const __grid_constant__ TmaMap map_d,
             int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
             float alpha, float beta, const void* __restrict__ bias,
-            int tiles_dp, int splits, float* __restrict__ workspace, int* __restrict__ flags)
+            int tiles_dp, int splits, float* __restrict__ workspace, int* __restrict__ flags
+#if RC_FP8
+            // Per-tensor fp8 scales (1-element fp32 device arrays; null reads as 1), read by the
+            // consumers after griddepcontrol.wait: D = alpha * scale_a * scale_b * (A @ B) + ...
+            , const float* scale_a, const float* scale_b
+#endif
+            )
 {
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const u32 base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -390,6 +447,16 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         const u32 c = wg - 1;
         const u32 tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const u32 epi = base + kOffEpi + c * kEpiBuffers * kEpiBytes;
+#if RC_FP8
+        // alpha · scale_a · scale_b, read once per thread (after griddepcontrol.wait, through L2:
+        // a previous kernel may just have written them).  The scales live on the device, so new
+        // values need neither a recompile nor a new plan, and CUDA graph replays read them anew.
+        const float alpha_scaled =
+            alpha * (scale_a ? ld_cg_f32(scale_a) : 1.f) * (scale_b ? ld_cg_f32(scale_b) : 1.f);
+#define RC_ALPHA alpha_scaled
+#else
+#define RC_ALPHA alpha
+#endif
         float acc[kHalves][kAccRegs];
 #pragma unroll
         for (u32 hh = 0; hh < kHalves; ++hh)
@@ -426,7 +493,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 if (PINGPONG && kb == w.kb_count - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
                 wgmma_fence();
 #pragma unroll
-                for (u32 k = 0; k < BLOCK_K / 16; ++k) {
+                for (u32 k = 0; k < RC_KSTEPS; ++k) {
 #pragma unroll
                     for (u32 hh = 0; hh < kHalves; ++hh) {
                         const u32 half = PINGPONG ? hh : c;
@@ -440,8 +507,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #else
                         const u64 db = smem_desc_mn128(smem_b(stage) + 2048u * k, kAtomBytes);
 #endif
-                        RC_WGMMA(BLOCK_N, RC_ELEM)<1 - A_KMAJOR, 1 - B_KMAJOR>(acc[hh], da, db,
-                                                                             (kb > 0 || k > 0) ? 1u : 0u);
+                        RC_WGMMA(BLOCK_N)(acc[hh], da, db, (kb > 0 || k > 0) ? 1u : 0u);
                     }
                 }
                 wgmma_commit();
@@ -525,7 +591,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (col0 >= N) break;                    // uniform over the warpgroup
                     float v[kChunkRegs];
 #pragma unroll
-                    for (u32 r = 0; r < kChunkRegs; ++r) v[r] = alpha * acc[hh][jc * kChunkRegs + r];
+                    for (u32 r = 0; r < kChunkRegs; ++r) v[r] = RC_ALPHA * acc[hh][jc * kChunkRegs + r];
 #if HAS_C
                     {
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
@@ -551,6 +617,14 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                                 v[r] += beta * c0;
                                 v[r + 1] += beta * c1;
                             }
+                        // The loader refills this buffer with a TMA load (async
+                        // proxy) once c_empty completes: order our generic-proxy
+                        // reads of it before that write (WAR across proxies).
+                        // Without the fence ptxas may place the arrive right
+                        // after the loads of the last chunk with no wait on them,
+                        // and the refill overwrote C still being read (fp32
+                        // output, fuzz seed 7 case 831; analysis in bench/NOTES.md).
+                        fence_proxy_async_smem();
                         syncwarp();
                         if (lane == 0) mbar_arrive(c_empty(c, b));
                     }

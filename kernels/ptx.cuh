@@ -159,8 +159,10 @@ RC_DEVICE void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.re
 // Wait until all committed stores have completed (global writes done).
 RC_DEVICE void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
-// Order this thread's generic-proxy shared-memory writes before later
-// async-proxy (TMA store, wgmma) reads of them.
+// Order this thread's generic-proxy shared-memory accesses before later
+// async-proxy accesses of the same memory, both ways: writes before a TMA
+// store or wgmma reads them (RAW), and reads before a TMA load overwrites the
+// buffer (WAR: the C buffers' refill).
 RC_DEVICE void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // ---------------------------------------------------------------- warpgroups
@@ -250,7 +252,12 @@ RC_DEVICE void st_release_gpu(int* p, int v) {
 }
 RC_DEVICE void nanosleep_ns(u32 ns) { asm volatile("nanosleep.u32 %0;" :: "r"(ns)); }
 
-// L2-only (bypass the non-coherent L1) 16-byte global accesses.
+// L2-only (bypass the non-coherent L1) global accesses.
+RC_DEVICE float ld_cg_f32(const float* p) {
+    float a;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(a) : "l"(p) : "memory");
+    return a;
+}
 RC_DEVICE void ld_cg_f32x4(const float* p, float& a, float& b, float& c, float& d) {
     asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(a), "=f"(b), "=f"(c), "=f"(d) : "l"(p) : "memory");
 }

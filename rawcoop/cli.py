@@ -50,15 +50,22 @@ def cmd_info(args) -> int:
     return 0
 
 
+_DTYPES = {"bf16": (1, 1), "fp16": (0, 0), "tf32": (2, 2), "e4m3": (3, 3), "e5m2": (4, 4),
+           "e4m3xe5m2": (3, 4), "e5m2xe4m3": (4, 3)}
+"""--dtypes names -> (a's kind, b's kind) (gemm_configs.IN_KINDS); "e4m3xe5m2": a e4m3, b e5m2."""
+
+
 def _select_specs(args):
     """Warm-up selection: the registry (or its --all superset), or the GEMM
     configurations that --shapes would use, narrowed by --dtypes/--layouts/--kernel."""
     from . import gemm_configs, registry
-    dtypes = [d.strip() for d in (getattr(args, "dtypes", None) or "bf16,fp16").split(",") if d.strip()]
+    everything = getattr(args, "all", False)
+    default_dtypes = ",".join(_DTYPES) if everything else "bf16,fp16"
+    dtypes = [d.strip() for d in (getattr(args, "dtypes", None) or default_dtypes).split(",") if d.strip()]
     layouts = [x.strip().upper() for x in (getattr(args, "layouts", None) or "TN,NN,NT,TT").split(",") if x.strip()]
     for d in dtypes:
-        if d not in ("bf16", "fp16"):
-            raise SystemExit(f"--dtypes: unknown dtype {d!r} (bf16, fp16)")
+        if d not in _DTYPES:
+            raise SystemExit(f"--dtypes: unknown dtype {d!r} ({', '.join(_DTYPES)})")
     for x in layouts:
         if x not in gemm_configs.LAYOUTS:
             raise SystemExit(f"--layouts: unknown layout {x!r} (TN, NN, NT, TT)")
@@ -70,20 +77,26 @@ def _select_specs(args):
             except ValueError:
                 raise SystemExit(f"--shapes: {shape!r} is not MxNxK") from None
             for d in dtypes:
+                ka, kb = _DTYPES[d]
                 for x in layouts:
                     ak, bk = gemm_configs.LAYOUTS[x]
-                    spec = gemm_configs.config_for_problem(m, n, k, d == "bf16", ak, bk, args.sms).spec
+                    if gemm_configs.ELEMENT_BYTES[ka] != 2 and (ak, bk) != (True, True):
+                        continue            # tf32/fp8: K-major operands (TN) only
+                    spec = gemm_configs.config_for_problem(m, n, k, ka, ak, bk, args.sms, b_kind=kb).spec
                     if spec not in specs:
                         specs.append(spec)
     else:
-        specs = registry.all_specs(everything=getattr(args, "all", False))
-        want_bf16 = {d == "bf16" for d in dtypes}
+        specs = registry.all_specs(everything=everything)
+        want_kinds = {_DTYPES[d] for d in dtypes}
         want_layouts = {gemm_configs.LAYOUTS[x] for x in layouts}
         kept = []
         for s in specs:
             d = dict(s.defines)
             if s.name == "gemm_kernel":
-                if bool(d["IN_BF16"]) not in want_bf16:
+                ka, kb = gemm_configs.spec_kinds(s)
+                if d.get("D_COLMAJOR"):
+                    ka, kb = kb, ka                  # swap-AB kernels see b as A
+                if (ka, kb) not in want_kinds:
                     continue
                 kmaj = (bool(d["A_KMAJOR"]), bool(d["B_KMAJOR"]))
                 if d.get("D_COLMAJOR"):
@@ -169,8 +182,10 @@ def main(argv=None) -> int:
     w.add_argument("--jobs", type=int, default=None, help="worker processes (default: number of CPUs)")
     w.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per configuration")
     w.add_argument("--kernel", action="append", help="only configurations whose label contains this (repeatable)")
-    w.add_argument("--all", action="store_true", help="also the epilogue variants (C, bias, activations, fp32 out)")
-    w.add_argument("--dtypes", help="comma list of bf16, fp16 (default both)")
+    w.add_argument("--all", action="store_true", help="also the epilogue variants (C, bias, activations, fp32 out) "
+                   "and the tf32/fp8 kernels")
+    w.add_argument("--dtypes", help="comma list of bf16, fp16, tf32, e4m3, e5m2, e4m3xe5m2, e5m2xe4m3 (a x b) "
+                   "(default bf16,fp16; with --all every one)")
     w.add_argument("--layouts", help="comma list of TN, NN, NT, TT (default all)")
     w.add_argument("--shapes", help="comma list of MxNxK: compile what rawcoop.gemm would pick for these")
     w.add_argument("--sms", type=int, default=132, help="SM count assumed by --shapes (default 132, H100/H200)")

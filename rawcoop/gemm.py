@@ -4,10 +4,18 @@
 
 Contract with the kernel (see the header comment of kernels/gemm.cu); every
 tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
-  * A (M, K): K-major (row-major) → dims (K, M, L), box (64, 128, 1);
-    M-major (column-major) → dims (M, K, L), box (64, 64, 1) loaded twice.
+  * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, 128, 1);
+    M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64, 1)
+    loaded twice.
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
-    (64, BLOCK_N, 1); N-major (row-major) → dims (N, K, L), box (64, 64, 1).
+    (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
+    box (64, 64, 1).
+  * BLOCK_K = 128 bytes / element size: 64 (fp16/bf16), 32 (tf32: fp32 in
+    memory, TMA type FLOAT32), 128 (fp8: TMA type UINT8).  wgmma cannot
+    transpose tf32/fp8 operands, so those need K-major A and B (else
+    ValueError naming the operand; no silent copy).  fp8 kernels take two
+    more arguments, pointers to the 1-element fp32 scales (0: none); Python
+    float scales are folded into alpha on the host instead.
   * D, C: row-major → dims (N, M, L), box (EPI_COLS, 64, 1); column-major (in
     the kernel's view) → dims (M, N, L), box (64, 64, 1).  All 128B-swizzled.
   * Small M (≤ 64): the host hands the kernel the transposed problem
@@ -25,7 +33,10 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     split-K workspace of the stream must exist already (run the same GEMM once
     on that stream before capturing, else RuntimeError), ``out`` must be
     TMA-storable, and a result whose rows need padding is returned as a view
-    of the padded buffer instead of a contiguous copy.
+    of the padded buffer instead of a contiguous copy.  fp8 scales add nothing
+    to that: a device scale is only a pointer the kernel reads at launch (graph
+    replays read its current value), a Python-float scale is folded into alpha
+    (the graph keeps the captured value); no buffer is allocated or written.
 """
 from __future__ import annotations
 
@@ -40,10 +51,102 @@ from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
 
 _INPUTS = ("float16", "bfloat16")
+_FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}     # ml_dtypes names -> format
+_FORMATS = ("e4m3", "e5m2")
+_FP8_NP = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
+_TYPES_FP8 = _TYPES + (PTR, PTR)                  # + scale_a, scale_b
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
+_TMA_IN = {gemm_configs.FP16: tma.DType.FLOAT16, gemm_configs.BF16: tma.DType.BFLOAT16,
+           gemm_configs.TF32: tma.DType.FLOAT32, gemm_configs.E4M3: tma.DType.UINT8,
+           gemm_configs.E5M2: tma.DType.UINT8}
+_DEFAULT_OUT = {gemm_configs.FP16: "float16", gemm_configs.BF16: "bfloat16", gemm_configs.TF32: "float32",
+                gemm_configs.E4M3: "bfloat16", gemm_configs.E5M2: "bfloat16"}
+
+
+def _input_kinds(a_dtype: str, b_dtype: str, a_format, b_format, precision) -> tuple[int, int]:
+    """(A kind, B kind) (see gemm_configs.IN_KINDS) from the operands' dtype
+    names and the ``a_format``/``b_format``/``precision`` options; raises
+    TypeError/ValueError naming the argument.  Pure: no GPU needed.
+
+    * float16, bfloat16: the 16-bit kernels (no format, no precision).
+    * float32: only with ``precision="tf32"`` (rawcoop has no full-fp32 GEMM).
+    * fp8: ``ml_dtypes.float8_e4m3fn``/``float8_e5m2`` arrays (the format is
+      the dtype's; a format given too must agree), or uint8 storage with
+      ``a_format``/``b_format`` = "e4m3" or "e5m2".  A and B may mix e4m3 and
+      e5m2."""
+    if precision not in (None, "tf32"):
+        raise ValueError(f"precision must be None or 'tf32', got {precision!r}")
+    kinds = []
+    for name, dt, fmt in (("a", a_dtype, a_format), ("b", b_dtype, b_format)):
+        if fmt is not None and fmt not in _FORMATS:
+            raise ValueError(f"{name}_format must be None, 'e4m3' or 'e5m2', got {fmt!r}")
+        if dt in _FP8_DTYPES:
+            if fmt is not None and fmt != _FP8_DTYPES[dt]:
+                raise ValueError(f"{name} has dtype {dt} but {name}_format={fmt!r}; leave {name}_format out for "
+                                 "ml_dtypes fp8 arrays, or pass uint8 storage with the format")
+            kinds.append(gemm_configs.IN_KINDS[_FP8_DTYPES[dt]])
+        elif dt == "uint8":
+            if fmt is None:
+                raise TypeError(f"{name} is uint8: pass {name}_format='e4m3' or 'e5m2' to read its bytes as fp8 "
+                                "(rawcoop has no integer GEMM)")
+            kinds.append(gemm_configs.IN_KINDS[fmt])
+        elif fmt is not None:
+            raise ValueError(f"{name}_format applies to fp8 operands (uint8 storage, or ml_dtypes float8_e4m3fn/"
+                             f"float8_e5m2 arrays); {name} has dtype {dt}")
+        elif dt in _INPUTS:
+            kinds.append(gemm_configs.IN_KINDS[dt])
+        elif dt == "float32":
+            if precision != "tf32":
+                raise TypeError(f"{name} has dtype float32, and rawcoop has no full-fp32 GEMM: pass "
+                                "precision='tf32' to multiply float32 inputs on the tensor cores in TF32 (each "
+                                "input keeps a 10-bit mantissa; fp32 accumulation), or convert the inputs to "
+                                "bfloat16/float16")
+            kinds.append(gemm_configs.TF32)
+        else:
+            raise TypeError(f"{name} has dtype {dt}; rawcoop.gemm takes float16 or bfloat16 (ml_dtypes.bfloat16), "
+                            "float32 with precision='tf32', or fp8 (ml_dtypes float8_e4m3fn/float8_e5m2, or uint8 "
+                            "with a_format/b_format)")
+    ka, kb = kinds
+    if precision == "tf32" and (ka, kb) != (gemm_configs.TF32, gemm_configs.TF32):
+        raise TypeError(f"precision='tf32' needs float32 a and b; got {a_dtype} and {b_dtype}")
+    if ka != kb and not (gemm_configs.is_fp8(ka) and gemm_configs.is_fp8(kb)):
+        raise TypeError(f"a and b must have the same dtype (only fp8 e4m3 and e5m2 may be mixed), got {a_dtype} "
+                        f"and {b_dtype}")
+    return ka, kb
+
+
+def _kind_label(ka: int, kb: int) -> str:
+    """The input part of a tuning signature: the dtype name for 16-bit inputs
+    (as before), 'tf32', 'e4m3', 'e5m2', or 'e4m3*e5m2' for mixed fp8."""
+    na, nb = gemm_configs.KIND_NAMES[ka], gemm_configs.KIND_NAMES[kb]
+    return na if na == nb else f"{na}*{nb}"
+
+
+def _scale_arg(cp, name: str, s, dev: int, fp8: bool) -> tuple[float, int]:
+    """(host factor, device pointer) of one per-tensor scale: None → (1, 0);
+    a Python/NumPy real → (value, 0), folded into alpha on the host; a
+    1-element float32 CuPy array on ``dev`` → (1, its address), read by the
+    kernel on every launch."""
+    if s is None:
+        return 1.0, 0
+    if not fp8:
+        raise ValueError(f"{name} applies to fp8 inputs only (per-tensor dequantisation scales); scale other "
+                         "inputs with alpha")
+    if isinstance(s, cp.ndarray):
+        if s.dtype != np.float32:
+            raise TypeError(f"{name} must be a float32 array (or a Python float), got dtype {s.dtype.name}")
+        if s.size != 1:
+            raise ValueError(f"{name} must hold exactly one value (0-d or 1-element), got shape {s.shape}")
+        if s.data.device_id != dev:
+            raise ValueError(f"{name} is on device {s.data.device_id}, but a is on device {dev}")
+        return 1.0, s.data.ptr
+    if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a Python float or a 1-element float32 GPU array on a's device, got "
+                        f"{type(s).__module__}.{type(s).__name__}")
+    return float(s), 0
 
 
 def _np_dtype(name: str) -> np.dtype:
@@ -77,10 +180,14 @@ class _Operand:
     batched: bool
 
 
-def _matrix_layout(name: str, x, inner_axis_name: str, outer_axis_name: str, prefer_inner: bool = True):
+def _matrix_layout(name: str, x, inner_axis_name: str, outer_axis_name: str, prefer_inner: bool = True,
+                   require: bool | None = None, why: str = ""):
     """Classify the last two axes of ``x`` (rows, cols).  Returns
     (cols_contiguous, pitch_bytes).  A size-1 axis has no meaningful stride,
-    so either orientation is accepted for it."""
+    so either orientation is accepted for it.  ``require`` (True: rows as
+    lines, i.e. unit stride along the columns; False: columns as lines) keeps
+    only that orientation and raises ValueError(``why`` + the strides)
+    when it does not exist."""
     isz = x.dtype.itemsize
     rows, cols = x.shape[-2], x.shape[-1]
     s_rows, s_cols = x.strides[-2], x.strides[-1]
@@ -91,6 +198,10 @@ def _matrix_layout(name: str, x, inner_axis_name: str, outer_axis_name: str, pre
         options.append((False, s_cols if cols > 1 else _round16(rows * isz)))
     if not prefer_inner:
         options.reverse()
+    if require is not None:
+        options = [o for o in options if o[0] == require]
+        if not options:
+            raise ValueError(f"{why}; got strides {x.strides} (bytes) for shape {x.shape}")
     if not options:
         raise ValueError(
             f"{name} has strides {x.strides} (bytes) for shape {x.shape}: neither of its last two axes has unit "
@@ -123,9 +234,16 @@ def _as_cupy(cp, name: str, x):
     (``__dlpack__``; the producer is asked to order its work before CuPy's
     current stream) or ``__cuda_array_interface__`` v3 (CuPy makes the current
     stream wait on the producer's stream when the interface names one).  Host
-    arrays and other objects raise TypeError."""
+    arrays and other objects raise TypeError.  torch float8_e4m3fn/float8_e5m2
+    tensors (which neither protocol may carry) go through a uint8 view and come
+    back as CuPy arrays of the ml_dtypes fp8 dtype, so the format travels with them."""
     if x is None or isinstance(x, cp.ndarray):
         return x
+    fp8 = _torch_fp8_format(x)
+    if fp8 is not None:
+        import ml_dtypes
+        import torch
+        return _as_cupy(cp, name, x.view(torch.uint8)).view(getattr(ml_dtypes, _FP8_NP[fp8]))
     kind = f"{type(x).__module__}.{type(x).__name__}"
     dl_device = getattr(x, "__dlpack_device__", None)
     if dl_device is not None and hasattr(x, "__dlpack__"):
@@ -142,6 +260,22 @@ def _as_cupy(cp, name: str, x):
         return cp.asarray(x)
     raise TypeError(f"{name} must be a cupy.ndarray or a GPU array exposing __cuda_array_interface__ or "
                     f"__dlpack__, got {kind}")
+
+
+def _torch_fp8_format(x) -> str | None:
+    """'e4m3'/'e5m2' for a torch float8_e4m3fn/float8_e5m2 tensor, else None;
+    TypeError for torch's other 8-bit float formats (fnuz: other encodings)."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(x, torch.Tensor):
+        return None
+    name = str(x.dtype).removeprefix("torch.")
+    if name in _FP8_DTYPES:
+        return _FP8_DTYPES[name]
+    if name.startswith("float8"):
+        raise TypeError(f"torch.{name} is not supported: rawcoop's fp8 formats are float8_e4m3fn (e4m3) and "
+                        "float8_e5m2 (e5m2)")
+    return None
 
 
 def _check_array(name: str, x, cp, dev: int | None):
@@ -165,9 +299,10 @@ def _check_out(cp, out, dev: int, out_shape: tuple, out_dtype) -> None:
 
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
-         out=None, out_dtype=None, pdl: bool = False, _block_n: int | None = None, _group: int | None = None,
-         _swap: bool | None = None, _splits: int | None = None, _cluster: int | None = None,
-         _pingpong: bool | None = None):
+         out=None, out_dtype=None, pdl: bool = False, scale_a=None, scale_b=None, a_format: str | None = None,
+         b_format: str | None = None, precision: str | None = None, _block_n: int | None = None,
+         _group: int | None = None, _swap: bool | None = None, _splits: int | None = None,
+         _cluster: int | None = None, _pingpong: bool | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -175,10 +310,29 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     copies); batch dimensions broadcast like ``cupy.matmul`` (a 2-D operand or
     a batch of 1, or a stride-0 batch, is shared by every batch).
     c: (M, N) or (L, M, N), row- or column-major, dtype = the output dtype;
-    read only when ``beta != 0``.  bias: (N,), float32 or the input dtype.
+    read only when ``beta != 0``.  bias: (N,), float32 or the input dtype
+    (float32, float16 or bfloat16 for tf32/fp8 inputs).
     activation: None, "relu", "gelu" (tanh form) or "silu".  out_dtype:
-    float16, bfloat16 or float32 (default: the input dtype).  out: array of
-    the result's shape and dtype with unit stride along N (may be ``c``).
+    float16, bfloat16 or float32 (default: the input dtype; float32 for tf32,
+    bfloat16 for fp8).  out: array of the result's shape and dtype with unit
+    stride along N (may be ``c``).
+
+    TF32 (not yet validated on a GPU): rawcoop has no full-fp32 GEMM; float32
+    a and b raise TypeError unless ``precision="tf32"``, which multiplies them
+    on the tensor cores in TF32 (the tensor core reads the top 19 bits of each
+    fp32 input: 10-bit mantissa) with fp32 accumulation.
+    FP8 (not yet validated on a GPU): a and b as ``ml_dtypes.float8_e4m3fn``/
+    ``float8_e5m2`` CuPy arrays, torch float8 tensors, or uint8 arrays with
+    ``a_format``/``b_format`` = "e4m3"/"e5m2" (e4m3 and e5m2 may be mixed);
+    ``D = act(alpha·scale_a·scale_b·(a @ b) + beta·c + bias)`` as
+    ``torch._scaled_mm`` (default scales 1).  ``scale_a``/``scale_b``: Python
+    floats (folded into alpha on the host: a new value is a new plan, no
+    recompile; captured graphs keep the value) or 1-element float32 arrays on
+    a's device, read by the kernel at every launch (change them in place: no
+    new plan, no recompile, and CUDA graph replays read the current values).
+    tf32 and fp8 operands must be K-major (wgmma cannot transpose them): a
+    row-major, b column-major (``b = bt.T`` of a row-major (N, K) ``bt``);
+    anything else raises ValueError, never a silent copy.
     fp32 accumulation; alpha, beta, bias and the activation are applied in
     fp32 registers before the single rounding to the output type.
     pdl: launch with programmatic stream serialization, so that this GEMM's
@@ -193,24 +347,33 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 
     nd = cp.ndarray
     if not (type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (bias is None or type(bias) is nd)
-            and (out is None or type(out) is nd)):
+            and (out is None or type(out) is nd) and (scale_a is None or not _foreign_scale(scale_a, nd))
+            and (scale_b is None or not _foreign_scale(scale_b, nd))):
         # Other GPU arrays (torch tensors, ...) through __cuda_array_interface__ or DLPack, zero-copy.
         user_out = out
         a, b, c, bias, out = (_as_cupy(cp, name, x) for name, x in
                               (("a", a), ("b", b), ("c", c), ("bias", bias), ("out", out)))
+        if _foreign_scale(scale_a, nd):
+            scale_a = _as_cupy(cp, "scale_a", scale_a)
+        if _foreign_scale(scale_b, nd):
+            scale_b = _as_cupy(cp, "scale_b", scale_b)
         res = gemm(a, b, c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out=out,
-                   out_dtype=out_dtype, pdl=pdl, _block_n=_block_n, _group=_group, _swap=_swap,
+                   out_dtype=out_dtype, pdl=pdl, scale_a=scale_a, scale_b=scale_b, a_format=a_format,
+                   b_format=b_format, precision=precision, _block_n=_block_n, _group=_group, _swap=_swap,
                    _splits=_splits, _cluster=_cluster, _pingpong=_pingpong)
         return user_out if user_out is not None else res
 
     forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong)
+    # tf32/fp8 options (None for 16-bit calls: nothing more to key or check on the repeated-call path)
+    lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
+            and precision is None else (scale_a, scale_b, a_format, b_format, precision))
     try:
-        key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced)
+        key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):        # not CuPy arrays, or unhashable options: full validation
         key = plan = None
     if plan is None:
-        plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced)
+        plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
         if not isinstance(plan, _Plan):        # zero-size / K == 0 result, computed without a launch
             return plan
         if key is not None:
@@ -228,29 +391,32 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
     import cupy as cp
     forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster",
                                                         "_pingpong"))
-    plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced)
+    lowp = tuple(forced_kw.get(k) for k in ("scale_a", "scale_b", "a_format", "b_format", "precision"))
+    plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced, lowp)
     if not isinstance(plan, _Plan):
         raise ValueError("nothing to tune: the problem is empty or has K == 0")
     return plan
 
 
-def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced):
+def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp=None):
     """Validate everything (raising before any allocation or launch) and
-    compute the kernel configuration, schedule and tensor maps."""
+    compute the kernel configuration, schedule and tensor maps.  ``lowp``:
+    (scale_a, scale_b, a_format, b_format, precision), or None for none."""
     _block_n, _group, _swap, _splits, _cluster, _pingpong = forced
+    scale_a, scale_b, a_format, b_format, precision = lowp or (None,) * 5
     # ------------------------------------------------------------ validation
     _check_array("a", a, cp, None)
     dev = a.device.id
     _check_array("b", b, cp, dev)
+    ka, kb = _input_kinds(a.dtype.name, b.dtype.name, a_format, b_format, precision)
+    lowbits = gemm_configs.ELEMENT_BYTES[ka] != 2          # tf32 / fp8: K-major operands only
+    fp8 = gemm_configs.is_fp8(ka)
     for name, x in (("a", a), ("b", b)):
-        if x.dtype.name not in _INPUTS:
-            raise TypeError(f"{name} has dtype {x.dtype.name}; rawcoop.gemm takes float16 or bfloat16 "
-                            "(ml_dtypes.bfloat16)")
         if x.ndim not in (2, 3):
             raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
-    if a.dtype != b.dtype:
-        raise TypeError(f"a and b must have the same dtype, got {a.dtype.name} and {b.dtype.name}")
-    in_name = a.dtype.name
+    sa_factor, sa_ptr = _scale_arg(cp, "scale_a", scale_a, dev, fp8)
+    sb_factor, sb_ptr = _scale_arg(cp, "scale_b", scale_b, dev, fp8)
+    in_name = _kind_label(ka, kb)
     m, k = a.shape[-2:]
     k2, n = b.shape[-2:]
     if k != k2:
@@ -264,7 +430,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     out_shape = (batch, m, n) if batched_result else (m, n)
 
     if out_dtype is None:
-        out_name = in_name
+        out_name = _DEFAULT_OUT[ka]
     else:
         out_name = _dtype_name(out_dtype)
         if out_name not in OUT_TYPES:
@@ -289,7 +455,10 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         raise ValueError("beta != 0 needs c")
     if bias is not None:
         _check_array("bias", bias, cp, dev)
-        if bias.dtype.name not in ("float32", in_name):
+        if lowbits and bias.dtype.name not in ("float32", "float16", "bfloat16"):
+            raise TypeError(f"bias has dtype {bias.dtype.name}; with {in_name} inputs it must be float32, "
+                            "float16 or bfloat16")
+        if not lowbits and bias.dtype.name not in ("float32", in_name):
             raise TypeError(f"bias has dtype {bias.dtype.name}; it must be float32 or the input dtype {in_name}")
         if bias.shape != (n,):
             raise ValueError(f"bias has shape {bias.shape}; expected ({n},)")
@@ -306,8 +475,16 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         return _no_reduction(cp, dev, out_shape, out_name, c if use_c else None, beta, bias, activation, out)
 
     # Operand layouts (raise before anything is allocated or launched).
-    a_kmajor, a_pitch = _matrix_layout("a", a, "K", "M")
-    b_rowmajor, b_pitch = _matrix_layout("b", b, "N", "K", prefer_inner=False)
+    what = "tf32" if ka == gemm_configs.TF32 else "fp8"
+    a_kmajor, a_pitch = _matrix_layout(
+        "a", a, "K", "M", require=True if lowbits else None,
+        why=f"a: wgmma cannot transpose 32-bit/8-bit operands: a must be row-major (K contiguous, unit stride "
+            f"along K) for {what} inputs. Pass cupy.ascontiguousarray(a) (rawcoop makes no silent copy)")
+    b_rowmajor, b_pitch = _matrix_layout(
+        "b", b, "N", "K", prefer_inner=False, require=False if lowbits else None,
+        why=f"b: wgmma cannot transpose 32-bit/8-bit operands: b must be column-major (K contiguous, unit stride "
+            f"along K) for {what} inputs, i.e. b = bt.T for a row-major bt of shape (N, K). Pass "
+            "cupy.ascontiguousarray(b.T).T (rawcoop makes no silent copy)")
     b_kmajor = not b_rowmajor
     a_bs, a_batched = _batch_info("a", a, batch)
     b_bs, b_batched = _batch_info("b", b, batch)
@@ -324,6 +501,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
             raise ValueError(f"c: base address 0x{c.data.ptr:x} is not 16-byte aligned, as TMA needs")
 
     # ------------------------------------------------------------ the kernel's problem
+    if fp8:
+        alpha = alpha * sa_factor * sb_factor       # Python-float scales: folded into alpha here
     info = _device.info(dev)
     osz = np.dtype(_np_dtype(out_name)).itemsize
     bias_kind = BIAS_TYPES[bias.dtype.name] if bias is not None else 0
@@ -338,13 +517,17 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     swap_ok = m <= 64 < n and out_name != "float32"   # no column-major fp32 epilogue is built
     swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32"
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
+    # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
+    # a is column-major; each keeps its own kind, so mixed fp8 kinds swap too.)
     if swap:
         km, kn = n, m
-        A, B = (b, b_kmajor, b_pitch, b_bs, b_batched), (a, a_kmajor, a_pitch, a_bs, a_batched)
+        A, B = (b, b_kmajor, b_pitch, b_bs, b_batched, kb), (a, a_kmajor, a_pitch, a_bs, a_batched, ka)
     else:
         km, kn = m, n
-        A, B = (a, a_kmajor, a_pitch, a_bs, a_batched), (b, b_kmajor, b_pitch, b_bs, b_batched)
+        A, B = (a, a_kmajor, a_pitch, a_bs, a_batched, ka), (b, b_kmajor, b_pitch, b_bs, b_batched, kb)
     block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count, k)
+    if lowbits and block_n not in gemm_configs.BLOCK_NS:
+        raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_NS} for {in_name} inputs, got {block_n}")
     c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
     cluster = _cluster or 1
     if cluster not in (1, 2) or (cluster == 2 and block_n < 128):
@@ -353,9 +536,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
                 gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
-    cfg = GemmConfig(block_n, in_name == "bfloat16", A[1], B[1], OUT_TYPES[out_name], use_c,
+    cfg = GemmConfig(block_n, A[5], A[1], B[1], OUT_TYPES[out_name], use_c,
                      c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster,
-                     pingpong=pingpong)
+                     pingpong=pingpong, b_kind=B[5])
     kernel = get_kernel(cfg.spec)
     # With clusters the schedule walks rows of CTA pairs, over the clusters that can be resident.
     slots = info.sm_count
@@ -363,18 +546,19 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         kernel.function(dev)
         slots = max(1, kernel.max_active_clusters(dev, gemm_configs.THREADS, cfg.smem_bytes, (cluster, 1, 1)))
     sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M * cluster, cfg.block_n, slots, _group, batch,
-                               k=k, block_k=gemm_configs.BLOCK_K, splits=_splits)
+                               k=k, block_k=cfg.block_k, splits=_splits)
     dec = sched.decomposition
 
-    dt_in, dt_out = _TMA_DTYPE[in_name], _TMA_DTYPE[out_name]
+    dt_out = _TMA_DTYPE[out_name]
     sw = tma.Swizzle.B128
 
-    def operand_map(x, kmajor, pitch, bs, batched, rows, box_rows):
+    def operand_map(x, kmajor, pitch, bs, batched, kind, rows, box_rows):
+        dt_in = _TMA_IN[kind]       # tf32: FLOAT32 (the tensor core reads the top 19 bits); fp8: UINT8
         lx = x.shape[0] if batched else 1
         bstride = bs if batched else _round16(pitch * max(rows, 1) if kmajor else pitch * k)
-        if kmajor:              # lines are the operand's rows (M or N), K contiguous
-            return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (64, box_rows, 1), sw)
-        return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)
+        if kmajor:              # lines are the operand's rows (M or N), K contiguous: one 128-byte row per box line
+            return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (cfg.block_k, box_rows, 1), sw)
+        return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)   # 16-bit only
 
     plan = _Plan()
     plan.dev, plan.kernel, plan.pdl = dev, kernel, pdl
@@ -382,8 +566,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
     plan.out_dtype, plan.osz, plan.dt_out = _np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
-    plan.map_a = operand_map(A[0], A[1], A[2], A[3], A[4], km, gemm_configs.BLOCK_M)
-    plan.map_b = operand_map(B[0], B[1], B[2], B[3], B[4], kn, cfg.block_n // cluster)
+    plan.map_a = operand_map(*A, km, gemm_configs.BLOCK_M)
+    plan.map_b = operand_map(*B, kn, cfg.block_n // cluster)
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1
@@ -392,6 +576,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
                     bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
+    plan.extra = (sa_ptr, sb_ptr) if fp8 else ()      # fp8: scale_a, scale_b device pointers (0: none)
+    plan.types = _TYPES_FP8 if fp8 else _TYPES
     plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.splits > 1 else 0
     plan.ws_flags = dec.flag_count() * cluster if dec.splits > 1 else 0
     plan.cfg = cfg
@@ -409,7 +595,8 @@ class _Plan:
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
-                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster")
+                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
+                 "types")
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
@@ -455,7 +642,8 @@ class _Plan:
             with _device.on_device(dev):
                 self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
                                    (self.map_a, self.map_b, self.map_c or map_d, map_d) + self.scalars +
-                                   (ws_ptr, flags_ptr), _TYPES, cluster=self.cluster, pdl=self.pdl)
+                                   (ws_ptr, flags_ptr) + self.extra, self.types, cluster=self.cluster,
+                                   pdl=self.pdl)
             if out is None:
                 res = d if d.ndim == len(self.out_shape) else d[0]
                 return res if res.flags.c_contiguous or strided_result else cp.ascontiguousarray(res)
@@ -471,7 +659,22 @@ _PLANS: dict = {}
 _PLANS_MAX = 4096
 
 
-def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced):
+def _foreign_scale(s, nd) -> bool:
+    """A scale that is neither None, a number nor a CuPy array (another
+    library's GPU array, or something to reject)."""
+    return s is not None and not isinstance(s, (nd, int, float, np.number, np.bool_))
+
+
+def _scale_key(s):
+    """A scale's part of the plan key: the value of a Python number (folded
+    into alpha), the address of an array (whose contents the kernel reads at
+    launch time, so they may change without a new plan)."""
+    if s is None or isinstance(s, (int, float, np.number, np.bool_)):
+        return (type(s), s)             # typed: True (rejected) must not share 1.0's plan
+    return (s.data.ptr, s.data.device_id, s.shape, s.dtype)
+
+
+def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp=None):
     """Everything validation and planning read from the arguments; raises
     AttributeError for non-CuPy inputs (the slow path then reports them)."""
     ad, bd = a.data, b.data
@@ -479,7 +682,8 @@ def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced):
             None if c is None else (c.data.ptr, c.data.device_id, c.shape, c.strides, c.dtype),
             alpha, beta,
             None if bias is None else (bias.data.ptr, bias.data.device_id, bias.shape, bias.strides, bias.dtype),
-            activation, out_dtype, pdl, forced)
+            activation, out_dtype, pdl, forced,
+            None if lowp is None else (_scale_key(lowp[0]), _scale_key(lowp[1])) + tuple(lowp[2:]))
 
 
 def _tma_storable(d, osz: int, batch: int) -> bool:

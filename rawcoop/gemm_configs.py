@@ -2,8 +2,14 @@
 memory each needs, and the rule that picks a tile per problem.
 
 A :class:`GemmConfig` is everything kernels/gemm.cu takes as a compile-time
-constant: tile width, stages, input type, operand majorness, output type and
+constant: tile width, stages, input kinds, operand majorness, output type and
 the epilogue variant (C, bias, activation, D/C orientation).
+
+Input kinds (``IN_KIND`` for A, ``IN_KIND_B`` for B): 0 fp16, 1 bf16, 2 tf32
+(fp32 in memory), 3 fp8 e4m3, 4 fp8 e5m2.  A K-major shared-memory row is
+always 128 bytes, so a k-block holds ``128 / element bytes`` K values
+(:attr:`GemmConfig.block_k`: 64, 32 or 128) and the stage sizes, shared
+memory and stage counts do not depend on the kind.
 """
 from __future__ import annotations
 
@@ -12,9 +18,9 @@ from dataclasses import dataclass, replace
 from .compiler import KernelSpec
 
 BLOCK_M = 128
-BLOCK_K = 64
+BLOCK_K = 64                        # 16-bit inputs; in general GemmConfig.block_k = ROW_BYTES / element bytes
+ROW_BYTES = 128                     # a K-major shared-memory row: one 128B swizzle atom, for every kind
 THREADS = 384
-IN_BYTES = 2
 SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
 EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
 EPI_BYTES = 2 * 2 * EPI_BUFFER      # 2 consumers x 2 staging buffers
@@ -25,14 +31,28 @@ BIAS_TYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3}
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 BLOCK_NS = (64, 128, 256)
 
+FP16, BF16, TF32, E4M3, E5M2 = range(5)
+IN_KINDS = {"float16": FP16, "bfloat16": BF16, "tf32": TF32, "e4m3": E4M3, "e5m2": E5M2}
+KIND_NAMES = {v: k for k, v in IN_KINDS.items()}
+PTX_TYPES = {FP16: "f16", BF16: "bf16", TF32: "tf32", E4M3: "e4m3", E5M2: "e5m2"}
+ELEMENT_BYTES = {FP16: 2, BF16: 2, TF32: 4, E4M3: 1, E5M2: 1}
+WGMMA_K = {FP16: 16, BF16: 16, TF32: 8, E4M3: 32, E5M2: 32}   # K of one wgmma: always 32 bytes
+DEFAULT_OUT = {FP16: 0, BF16: 1, TF32: 2, E4M3: 1, E5M2: 1}   # out_type when none is given
+LOWP_KIND_PAIRS = ((TF32, TF32), (E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2), (E5M2, E4M3))
+"""(A, B) kinds of the tf32/fp8 kernels: wgmma takes e4m3 and e5m2 in any combination."""
+
+
+def is_fp8(kind: int) -> bool:
+    return kind in (E4M3, E5M2)
+
 
 @dataclass(frozen=True)
 class GemmConfig:
     block_n: int
-    in_bf16: bool
+    in_kind: int                    # A's input kind (0 fp16, 1 bf16, 2 tf32, 3 e4m3, 4 e5m2); True/False: bf16/fp16
     a_kmajor: bool = True
     b_kmajor: bool = True
-    out_type: int = -1              # -1: the input type
+    out_type: int = -1              # -1: the input kind's default (DEFAULT_OUT: fp16, bf16, fp32 for tf32, bf16 for fp8)
     has_c: bool = False
     c_colmajor: bool = False
     d_colmajor: bool = False
@@ -42,12 +62,42 @@ class GemmConfig:
     stages: int = 0                 # 0: as many as fit
     cluster_m: int = 1              # 2: CTA pairs on vertically adjacent tiles multicast B
     pingpong: bool = False          # consumers alternate tiles (block_n <= 128) instead of sharing one
+    b_kind: int = -1                # B's input kind; -1: in_kind (only fp8 A and B may differ)
 
     def __post_init__(self):
+        object.__setattr__(self, "in_kind", int(self.in_kind))
+        if self.b_kind == -1:
+            object.__setattr__(self, "b_kind", self.in_kind)
+        object.__setattr__(self, "b_kind", int(self.b_kind))
+        if self.in_kind not in ELEMENT_BYTES or self.b_kind not in ELEMENT_BYTES:
+            raise ValueError(f"input kinds must be 0..4, got {self.in_kind} and {self.b_kind}")
+        if self.in_kind != self.b_kind and not (is_fp8(self.in_kind) and is_fp8(self.b_kind)):
+            raise ValueError(f"A and B kinds may differ only for fp8, got {self.in_kind} and {self.b_kind}")
+        if self.in_bytes != 2 and not (self.a_kmajor and self.b_kmajor):
+            raise ValueError("wgmma cannot transpose 32-bit/8-bit operands: tf32 and fp8 configurations "
+                             "need K-major A and B")
         if self.out_type == -1:
-            object.__setattr__(self, "out_type", 1 if self.in_bf16 else 0)
+            object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
             object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c))
+
+    @property
+    def in_bf16(self) -> bool:
+        return self.in_kind == BF16
+
+    @property
+    def in_bytes(self) -> int:
+        return ELEMENT_BYTES[self.in_kind]
+
+    @property
+    def block_k(self) -> int:
+        """K values per k-block (one 128-byte row): 64 (16-bit), 32 (tf32), 128 (fp8)."""
+        return ROW_BYTES // self.in_bytes
+
+    @property
+    def fp8(self) -> bool:
+        """fp8 kernels take the scale_a/scale_b pointer arguments."""
+        return is_fp8(self.in_kind)
 
     @property
     def out_bytes(self) -> int:
@@ -60,23 +110,32 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        """Mirrors kSmemBytes in kernels/gemm.cu."""
-        stage = (BLOCK_M + self.block_n) * BLOCK_K * IN_BYTES
+        """Mirrors kSmemBytes in kernels/gemm.cu (the same for every input kind)."""
+        stage = (BLOCK_M + self.block_n) * ROW_BYTES
         bars = 2 * self.stages + 2 * 2 * 2 + 1 + 2
         return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
 
     @property
     def spec(self) -> KernelSpec:
+        kinds = dict(IN_KIND=self.in_kind)
+        if self.b_kind != self.in_kind:
+            kinds["IN_KIND_B"] = self.b_kind
         return KernelSpec.make(
-            "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, IN_BF16=int(self.in_bf16),
+            "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
             HAS_C=int(self.has_c), C_COLMAJOR=int(self.c_colmajor), D_COLMAJOR=int(self.d_colmajor),
             BIAS=self.bias, BIAS_ON_ROWS=int(self.bias_on_rows), ACT=self.act, CLUSTER_M=self.cluster_m,
             PINGPONG=int(self.pingpong))
 
 
+def spec_kinds(spec: KernelSpec) -> tuple[int, int]:
+    """(A kind, B kind) of a gemm_kernel spec."""
+    d = dict(spec.defines)
+    return d["IN_KIND"], d.get("IN_KIND_B", d["IN_KIND"])
+
+
 def max_stages(block_n: int, has_c: bool) -> int:
-    stage = (BLOCK_M + block_n) * BLOCK_K * IN_BYTES
+    stage = (BLOCK_M + block_n) * ROW_BYTES
     fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 11)
     return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
 
@@ -127,8 +186,45 @@ def epilogue_configs() -> list[GemmConfig]:
     return out
 
 
+def lowp_configs() -> list[GemmConfig]:
+    """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
+    pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
+    picks (128x128 ping-pong and cooperative, 128x256) with the default
+    output (fp32 for tf32, bf16 for fp8), and the swap-AB small-M tile
+    (128x64, D column-major: 16-bit output, so bf16)."""
+    out = []
+    for ka, kb in LOWP_KIND_PAIRS:
+        out.append(GemmConfig(128, ka, pingpong=True, b_kind=kb))
+        out.append(GemmConfig(128, ka, b_kind=kb))
+        out.append(GemmConfig(256, ka, b_kind=kb))
+        out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
+    return out
+
+
+def lowp_epilogue_configs() -> list[GemmConfig]:
+    """tf32/fp8 with the epilogue variants (C, bias, activations, every output
+    type, swap-AB's column-major C/D and row bias) and clusters, for the CPU
+    compile tests: every kind pair with 128- and 256-wide tiles."""
+    out = []
+    combos = [
+        # (block_n, out_type, has_c, c_col, d_col, bias, bias_rows, act, cluster, pingpong)
+        (128, 2, True, False, False, 1, False, 2, 1, False),
+        (256, 0, True, False, False, 3, False, 3, 1, False),
+        (128, 1, True, True, True, 2, True, 1, 1, True),
+        (256, 1, False, False, False, 1, False, 1, 2, False),
+        (128, 2, False, False, False, 0, False, 0, 2, True),
+    ]
+    for i, (ka, kb) in enumerate(LOWP_KIND_PAIRS):
+        for j, (bn, ot, hc, cc, dc, bi, br, act, cl, pp) in enumerate(combos):
+            if (i + j) % 2 and j >= 3:
+                continue                    # clusters: a few kinds suffice
+            out.append(GemmConfig(bn, ka, True, True, ot, hc, cc, dc, bi, br, act, cluster_m=cl, pingpong=pp,
+                                  b_kind=kb))
+    return out
+
+
 def all_specs(everything: bool = False) -> list[KernelSpec]:
-    cfgs = all_configs() + (epilogue_configs() if everything else [])
+    cfgs = all_configs() + (epilogue_configs() + lowp_configs() if everything else [])
     return [c.spec for c in cfgs]
 
 
@@ -166,8 +262,8 @@ def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
 
 def expected_instructions(spec: KernelSpec) -> list[str]:
     d = dict(spec.defines)
-    t = "bf16" if d["IN_BF16"] else "f16"
-    want = [f"wgmma.mma_async.sync.aligned.m64n{d['BLOCK_N']}k16.f32.{t}.{t}",
+    ka, kb = spec_kinds(spec)
+    want = [f"wgmma.mma_async.sync.aligned.m64n{d['BLOCK_N']}k{WGMMA_K[ka]}.f32.{PTX_TYPES[ka]}.{PTX_TYPES[kb]}",
             "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
             "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group",
             "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
@@ -179,6 +275,8 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
         want.append("ex2.approx.ftz.f32")
     if d.get("CLUSTER_M", 1) > 1:
         want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive", "%cluster_ctarank"]
+    if is_fp8(ka):
+        want.append("ld.global.cg.f32")         # the per-tensor scales, read on the device
     return want
 
 
@@ -188,7 +286,7 @@ def tuning_candidates(plan) -> list[dict]:
     group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N)."""
     from .scheduler import cdiv
     out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)]
-    k_blocks = cdiv(plan.k, BLOCK_K)
+    k_blocks = cdiv(plan.k, getattr(getattr(plan, "cfg", None), "block_k", BLOCK_K))
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         for bn, pp in (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False))):
@@ -206,16 +304,21 @@ view: "T" for A means A is stored row-major (M, K); "N" for B means B is
 column-major (K, N)."""
 
 
-def config_for_problem(m: int, n: int, k: int, bf16: bool, a_kmajor: bool, b_kmajor: bool,
-                       sm_count: int = 132, batches: int = 1) -> GemmConfig:
-    """The configuration rawcoop.gemm picks for a plain-epilogue problem (no
-    tuning table): swap-AB for M <= 64 < N, then the tile rule."""
-    if m <= 64 < n:
+def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_kmajor: bool,
+                       sm_count: int = 132, batches: int = 1, b_kind: int = -1) -> GemmConfig:
+    """The configuration rawcoop.gemm picks for a plain-epilogue problem with
+    the default output type (no tuning table): swap-AB for M <= 64 < N
+    unless the output is fp32 (tf32's default), then the tile rule.
+    ``in_kind``/``b_kind``: a's and b's input kinds (True/False: bf16/fp16)."""
+    in_kind = int(in_kind)
+    b_kind = in_kind if b_kind == -1 else int(b_kind)
+    if m <= 64 < n and DEFAULT_OUT[in_kind] != 2:
         bn = choose_block_n(n, m, batches, sm_count, k)
-        return GemmConfig(bn, bf16, b_kmajor, a_kmajor, d_colmajor=True,
-                          pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count))
+        return GemmConfig(bn, b_kind, b_kmajor, a_kmajor, out_type=DEFAULT_OUT[in_kind], d_colmajor=True,
+                          pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count), b_kind=in_kind)
     bn = choose_block_n(m, n, batches, sm_count, k)
-    return GemmConfig(bn, bf16, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn, tile_count(m, n, bn, batches), sm_count))
+    return GemmConfig(bn, in_kind, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn, tile_count(m, n, bn, batches), sm_count),
+                      b_kind=b_kind)
 
 
 def tile_count(m: int, n: int, block_n: int, batches: int = 1) -> int:

@@ -34,6 +34,43 @@ def test_gemm_epilogue_variants_compile(cfg):
     assert cfg.smem_bytes <= 232448
 
 
+_gc = __import__("rawcoop.gemm_configs").gemm_configs
+LOWP = _gc.lowp_configs() + _gc.lowp_epilogue_configs()
+
+
+@pytest.mark.parametrize("cfg", LOWP, ids=lambda c: c.spec.label)
+def test_tf32_fp8_configs_compile(cfg):
+    """tf32 and fp8 (e4m3, e5m2, mixed) in the same kernel: compiles, the PTX
+    has the right wgmma (k8 .tf32 / k32 .e4m3/.e5m2) and TMA instructions,
+    the fp8 scale loads, the setmaxnreg split, no spills, no serialised wgmma."""
+    r = compiler.compile_spec(cfg.spec, want_ptx=True)
+    assert r.cubin[:4] == b"\x7fELF"
+    for instr in registry.expected_instructions(cfg.spec):
+        assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
+    assert "k16.f32" not in r.ptx, "a 16-bit wgmma in a tf32/fp8 kernel"
+    usage = compiler.resource_usage(r.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
+    assert cfg.smem_bytes <= _gc.SMEM_LIMIT
+
+
+def test_tf32_fp8_configs_cover_every_kind_pair_and_tile():
+    got = {(c.in_kind, c.b_kind, c.block_n) for c in LOWP}
+    for ka, kb in _gc.LOWP_KIND_PAIRS:
+        assert {(ka, kb, 128), (ka, kb, 256)} <= got
+    assert {c.out_type for c in LOWP} == {0, 1, 2} and {c.act for c in LOWP} == {0, 1, 2, 3}
+    assert any(c.has_c for c in LOWP) and any(c.cluster_m == 2 for c in LOWP) and any(c.pingpong for c in LOWP)
+    assert any(c.d_colmajor and c.c_colmajor for c in LOWP)
+
+
+def test_lowp_kernel_rejects_mn_major_operands():
+    """The static_assert behind the host's K-major rule."""
+    spec = _gc.GemmConfig(128, _gc.TF32).spec
+    bad = KernelSpec(spec.source, spec.name, tuple((k, 0 if k == "A_KMAJOR" else v) for k, v in spec.defines))
+    with pytest.raises(compiler.CompileError, match="wgmma cannot transpose 32-bit/8-bit operands"):
+        compiler.compile_spec(bad)
+
+
 def test_registry_has_gemm_and_copy_kernels():
     names = {s.name for s in SPECS}
     assert {"gemm_kernel", "tile_replicate"} <= names

@@ -113,7 +113,7 @@ def test_warmup_selection_by_dtype_layout_and_shape(tmp_path):
     args = cli.main.__globals__["argparse"].Namespace
     sel = cli._select_specs(args(dtypes="bf16", layouts="TN", all=False, kernel=None, shapes=None, sms=132))
     gemms = [s for s in sel if s.name == "gemm_kernel"]
-    assert gemms and all(dict(s.defines)["IN_BF16"] == 1 for s in gemms)
+    assert gemms and all(dict(s.defines)["IN_KIND"] == 1 for s in gemms)
     for s in gemms:
         d = dict(s.defines)
         assert (d["A_KMAJOR"], d["B_KMAJOR"]) == (1, 1)
@@ -121,7 +121,7 @@ def test_warmup_selection_by_dtype_layout_and_shape(tmp_path):
                                     shapes="8192x8192x8192,16x8192x8192", sms=132))
     assert len(shaped) == 2
     big, small = (dict(s.defines) for s in shaped)
-    assert big["BLOCK_N"] == 256 and big["A_KMAJOR"] == 0 and big["B_KMAJOR"] == 0 and big["IN_BF16"] == 0
+    assert big["BLOCK_N"] == 256 and big["A_KMAJOR"] == 0 and big["B_KMAJOR"] == 0 and big["IN_KIND"] == 0
     assert small["BLOCK_N"] == 64 and small["D_COLMAJOR"] == 1
     env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")}
     r = _run(["warmup", "--quiet", "--shapes", "1024x1024x65536", "--dtypes", "bf16", "--layouts", "TN"], env)
