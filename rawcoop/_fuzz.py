@@ -115,6 +115,7 @@ class Problem:
     cluster: int | None         # forced _cluster
     group: int | None           # forced _group
     pdl: bool
+    pingpong: bool | None = None  # forced _pingpong (128x64 / 128x128 tiles only)
 
     @property
     def batched(self) -> bool:
@@ -132,7 +133,7 @@ class Problem:
     def gemm_kwargs(self) -> dict:
         """The forced private options exactly as passed to ``rawcoop.gemm``."""
         return dict(_splits=self.splits, _block_n=self.block_n, _swap=self.swap, _cluster=self.cluster,
-                    _group=self.group)
+                    _group=self.group, _pingpong=self.pingpong)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class _Recipe:
     swap: bool | None
     block_n: int | None
     cluster: int | None
+    pingpong: bool | None = None
 
 
 class _Rng:
@@ -196,12 +198,15 @@ def recipes(seed: int) -> tuple:
         in_dtype=column(IN_DTYPES), a_layout=column(("row", "col")), b_layout=column(("row", "col")),
         out=column(("same", "float32", "other16")), c_kind=column(C_KINDS + ("row", "col")), bias=column(BIAS_KINDS),
         activation=column(ACTIVATIONS), swap=column((None, None, True, False)),
-        block_n=column((None, None, 64, 128, 256, None)), cluster=column((None,) * 7 + (2,)))
+        block_n=column((None, None, 64, 128, 256, None)), cluster=column((None,) * 7 + (2,)),
+        pingpong=column((None, None, None, True, False)))     # last: the other columns keep their deal
     pool = []
     for i in range(POOL_SIZE):
         d = {name: col[i] for name, col in cols.items()}
         if d["cluster"] == 2 and d["block_n"] not in (128, 256):
             d["block_n"] = 128 if i % 2 else 256        # clusters need 128- or 256-wide tiles
+        if d["pingpong"] is not None and d["block_n"] not in (64, 128):
+            d["pingpong"] = None                        # forced only where the tile allows both schedules
         pool.append(_Recipe(**d))
     return tuple(pool)
 
@@ -271,7 +276,8 @@ def draw(seed: int, index: int) -> Problem:
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
-                   splits=splits, block_n=rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl)
+                   splits=splits, block_n=rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
+                   pingpong=rec.pingpong)
 
 
 def problems(seed: int, count: int, start: int = 0) -> list[Problem]:
@@ -301,7 +307,7 @@ def describe(p: Problem) -> str:
         s += f" act={p.activation}"
     s += f" out={p.out_kind}"
     for name, v in (("splits", p.splits), ("block_n", p.block_n), ("swap", p.swap), ("cluster", p.cluster),
-                    ("group", p.group)):
+                    ("group", p.group), ("pingpong", p.pingpong)):
         if v is not None:
             s += f" {name}={v}"
     if p.pdl:
@@ -434,7 +440,9 @@ def predicted_config(p: Problem, sm_count: int = 132):
     if cluster == 2 and block_n < 128:
         raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
     bias_kind = gc.BIAS_TYPES[p.in_dtype if p.bias == "input" else p.bias] if p.bias != "none" else 0
-    extra = {"pingpong": gc.choose_pingpong(block_n, gc.tile_count(km, kn, block_n, p.batch), sm_count)}
+    pingpong = (p.pingpong if p.pingpong is not None else
+                gc.choose_pingpong(block_n, gc.tile_count(km, kn, block_n, p.batch), sm_count))
+    extra = {"pingpong": pingpong}
     return gc.GemmConfig(block_n, p.in_dtype == "bfloat16", ak, bk, gc.OUT_TYPES[p.out_dtype], use_c,
                          (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap,
                          gc.ACTIVATIONS[p.activation], cluster_m=cluster, **extra)
