@@ -26,7 +26,10 @@
 //                  this CTA's sequence: wait empty[s], arrive.expect_tx on
 //                  full[s] with the stage's bytes, TMA-load the A tile
 //                  (128×BLOCK_K) and the B tile (BLOCK_N×BLOCK_K), as one box
-//                  for a K-major operand or 64-wide boxes for an MN-major one.
+//                  for a K-major operand or 64-wide boxes for an MN-major one
+//                  (in a cluster: half of the shared operand, multicast; see
+//                  Clusters below).  The stage's bytes are the same either
+//                  way: the peer's multicast half lands on our full[s] too.
 //        warps 1, 2, lane 0 (epilogue loads, only when HAS_C): after the
 //                  first mainloop load was issued (mbarrier first_load), warp
 //                  1 + c walks consumer c's units and TMA-loads each 64-row
@@ -54,8 +57,11 @@
 //
 // Barriers (mbarrier):
 //   full[s]      count 1      producer's arrive.expect_tx; TMA complete_tx
-//   empty[s]     count 8 (cooperative) or 4 (ping-pong), × CLUSTER_M: one
-//                             arrive per consumer warp that read the stage
+//   empty[s]     count 8 (cooperative) or 4 (ping-pong), × CTAs per cluster
+//                             (CLUSTER_M · CLUSTER_N): one arrive per consumer
+//                             warp of the cluster that read the stage (remote
+//                             arrives through mapa: the peer's producer
+//                             multicasts into this stage too)
 //   c_full[c][b] count 1      C loader's arrive.expect_tx (HAS_C)
 //   c_empty[c][b] count 4     one arrive per warp of consumer c after reading C
 //   first_load   count 1      producer, after its first TMA load
@@ -77,6 +83,29 @@
 // count the whole box), stores clip.  Operands broadcast over the batch have
 // batch coordinate 0 (bmask).  griddepcontrol.wait follows the prologue, so
 // with programmatic dependent launch the prologue overlaps the previous grid.
+//
+// Clusters (at most one of CLUSTER_M, CLUSTER_N is 2; launched as clusters of
+// (2, 1, 1) either way, only the tile mapping differs): two CTAs on adjacent
+// tiles share one operand tile and each loads half of it, multicast (mask
+// 0b11) into the same stage of both CTAs.
+//   2×1 (CLUSTER_M 2): vertically adjacent tiles (tile rows 2i, 2i+1) share
+//        the B tile: rank r loads B rows [r·BLOCK_N/2, (r+1)·BLOCK_N/2) when
+//        K-major, its half of the 64-wide atoms when N-major; own A tile.
+//   1×2 (CLUSTER_N 2): horizontally adjacent tiles (tile columns 2j, 2j+1)
+//        share the A tile: rank r loads A rows [64r, 64r+64) when K-major,
+//        the 64-wide atom r when M-major; own B tile.
+// The scheduler's tiles are then pairs: tiles_m (2×1) or tiles_n (1×2) counts
+// pairs, both CTAs walk the same unit sequence (first unit blockIdx.x / 2,
+// step gridDim.x / 2) and the rank picks the tile inside the pair, so the ring
+// positions and (ping-pong) consumer of every unit agree in both CTAs.  A
+// ghost tile (odd tile rows/columns) runs the whole protocol: its own loads
+// are out of bounds and zero-filled, its half of the shared tile is real, its
+// stores clip: a ghost row's halves start at or below row M (C loads
+// zero-filled, no store), a ghost column's chunks at or right of column N (no
+// chunk at all: no C load, no store).  Split-K slots and flags are per (tile,
+// rank, consumer).  cluster_sync after barrier init (peers arrive on and
+// multicast into our barriers) and before exit (no CTA leaves while its peer
+// can still arrive on it).
 #include "ptx.cuh"
 #include "wgmma.cuh"
 #include "scheduler.cuh"
@@ -124,6 +153,10 @@
 #ifndef CLUSTER_M           // 1, or 2: two CTAs on vertically adjacent tiles share (multicast) B
 #define CLUSTER_M 1
 #endif
+#ifndef CLUSTER_N           // 1, or 2: two CTAs on horizontally adjacent tiles share (multicast) A
+#define CLUSTER_N 1
+#endif
+#define RC_CLUSTER (CLUSTER_M * CLUSTER_N)   // CTAs per cluster (launched as a cluster of (RC_CLUSTER, 1, 1))
 #ifndef PINGPONG            // 0 cooperative: both consumers share a tile; 1: consumers alternate tiles
 #define PINGPONG 0
 #endif
@@ -187,7 +220,7 @@ constexpr u32 kConsumers = 2;
 // consumer c owns every other unit of the CTA's sequence, both halves of it.
 constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves per consumer and unit
 constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
-constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * CLUSTER_M;   // warps that release a stage
+constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * RC_CLUSTER;  // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
 
 // Shared-memory map (offsets from a 1024-byte aligned base).
@@ -208,6 +241,9 @@ static_assert(kInBytes == 2 || (A_KMAJOR && B_KMAJOR),
               "wgmma cannot transpose 32-bit/8-bit operands: tf32 and fp8 A and B must be K-major");
 static_assert(BLOCK_N % 64 == 0 && BLOCK_N % kEpiCols == 0, "tile shape");
 static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 128 columns at most");
+static_assert((CLUSTER_M == 1 || CLUSTER_M == 2) && (CLUSTER_N == 1 || CLUSTER_N == 2) && RC_CLUSTER <= 2,
+              "clusters: 1x1, 2x1 (CLUSTER_M = 2) or 1x2 (CLUSTER_N = 2)");
+static_assert(CLUSTER_M == 1 || BLOCK_N >= 128, "a 2x1 cluster splits B into halves of whole 64-wide atoms");
 static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
               "column-major epilogue tensors are 16-bit only");
 
@@ -277,9 +313,9 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 // A consumer warp is done reading a stage: arrive on its empty barrier in every
 // CTA of the cluster (with multicast, each CTA's producer writes into both).
 RC_DEVICE void release_stage(u32 bar) {
-#if CLUSTER_M > 1
+#if RC_CLUSTER > 1
 #pragma unroll
-    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_remote(bar, r);
+    for (u32 r = 0; r < RC_CLUSTER; ++r) mbar_arrive_remote(bar, r);
 #else
     mbar_arrive(bar);
 #endif
@@ -298,9 +334,10 @@ RC_DEVICE void load_operand(u32 dst, const TmaMap* map, u32 bar, int k0, int row
     }
 }
 
-// Cluster of 2 along M: the two CTAs work on vertically adjacent tiles with the
-// same B tile.  CTA `rank` loads half of the B tile (half the rows when
-// K-major, half the 64-wide atoms when N-major) and multicasts it to both.
+// Cluster of 2: the two CTAs work on adjacent tiles that share one operand
+// tile: B for 2x1 (vertically adjacent tiles), A for 1x2 (horizontally
+// adjacent ones).  CTA `rank` loads half of the shared tile (half the rows when
+// K-major, half the 64-wide atoms when MN-major) and multicasts it to both.
 template <int KMAJOR, u32 ROWS>
 RC_DEVICE void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int k0, int row0, int l, u32 rank) {
     if (KMAJOR) {
@@ -352,9 +389,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const int k_blocks = (K + BLOCK_K - 1) / BLOCK_K;
     const int units = unit_count(tiles, tiles_dp, splits);
     const bool a_batched = bmask & 1, b_batched = bmask & 2, c_batched = bmask & 4;
-    // Units are walked per cluster; tiles_m counts rows of clusters (pairs of tiles when CLUSTER_M == 2).
-    const u32 rank = CLUSTER_M > 1 ? cluster_ctarank() : 0u;
-    const int first_unit = blockIdx.x / CLUSTER_M, unit_step = gridDim.x / CLUSTER_M;
+    // Units are walked per cluster: tiles_m counts rows of clusters (pairs of
+    // tile rows when CLUSTER_M == 2), tiles_n columns of clusters (pairs of tile
+    // columns when CLUSTER_N == 2); the rank picks the tile inside the pair.
+    // Both CTAs of a cluster walk the same unit sequence.
+    const u32 rank = RC_CLUSTER > 1 ? cluster_ctarank() : 0u;
+    const u32 rank_m = CLUSTER_M > 1 ? rank : 0u, rank_n = CLUSTER_N > 1 ? rank : 0u;
+    const int first_unit = blockIdx.x / RC_CLUSTER, unit_step = gridDim.x / RC_CLUSTER;
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_a);
@@ -374,7 +415,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (u32 c = 0; c < kConsumers; ++c) mbar_init(turn(c), 1);
         fence_mbar_init();
     }
-    if (CLUSTER_M > 1) cluster_sync(); else __syncthreads();   // peers arrive on / multicast into us
+    if (RC_CLUSTER > 1) cluster_sync(); else __syncthreads();   // peers arrive on / multicast into us
     // Everything above touched no global memory: with programmatic dependent
     // launch it overlaps the previous kernel's tail.
     griddep_wait();
@@ -390,13 +431,18 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             for (int u = first_unit; u < units; u += unit_step) {
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 const TileCoord tc = w.tc;
-                const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
+                const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
                 const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
                 for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u, "empty (mainloop ring)");
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
+#if CLUSTER_N > 1
+                    load_operand_multicast<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la, rank);
+#else
                     load_operand<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la);
+#endif
 #if CLUSTER_M > 1
                     load_operand_multicast<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb, rank);
 #else
@@ -421,7 +467,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
                 const TileCoord tc = w.tc;
-                const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
+                const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
+                const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
                 const int lc = c_batched ? tc.l : 0;
 #pragma unroll 1
                 for (u32 hh = 0; hh < kHalves; ++hh) {
@@ -476,7 +523,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 continue;
             }
             const TileCoord tc = w.tc;
-            const int m0 = (tc.m * CLUSTER_M + int(rank)) * BLOCK_M, n0 = tc.n * BLOCK_N;
+            const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
+            const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
 
             // -------------------------------------------------- mainloop
             // Ping-pong hand-over: a full[] wait by parity is only unambiguous
@@ -534,7 +582,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             if (w.splits > 1) {
                 // This consumer's slot: its half (cooperative), or the tile's
                 // first half (ping-pong: slots slot and slot + 1, one flag).
-                const int slot = ((w.tile - tiles_dp) * CLUSTER_M + int(rank)) * 2 + int(PINGPONG ? 0u : c);
+                const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
                 float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
                 int* flag = flags + slot;
                 if (w.split > 0) {
@@ -702,5 +750,5 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         if (tid == 0) tma_store_wait_all();
     }
     // No CTA may leave while its peer can still arrive on its barriers.
-    if (CLUSTER_M > 1) cluster_sync();
+    if (RC_CLUSTER > 1) cluster_sync();
 }

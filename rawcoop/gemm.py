@@ -10,6 +10,9 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
     (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
     box (64, 64, 1).
+  * Clusters (``_cluster``): 2x1 pairs share B, 1x2 pairs share A; the shared
+    operand's K-major box has half the rows (each CTA of the pair loads one
+    half and multicasts it), its MN-major boxes stay 64 wide (one atom each).
   * BLOCK_K = 128 bytes / element size: 64 (fp16/bf16), 32 (tf32: fp32 in
     memory, TMA type FLOAT32), 128 (fp8: TMA type UINT8).  wgmma cannot
     transpose tf32/fp8 operands, so those need K-major A and B (else
@@ -338,10 +341,13 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     pdl: launch with programmatic stream serialization, so that this GEMM's
     prologue overlaps the tail of the previous kernel on the stream.
     ``_block_n``, ``_group``, ``_swap``, ``_splits``, ``_cluster``, ``_pingpong``
-    force kernel choices (tests, benchmarks; ``_cluster=2`` launches CTA pairs
-    that multicast the shared B tile; ``_pingpong=True`` lets the two consumer
-    warpgroups alternate tiles, 128x64 or 128x128 only).  Results are deterministic: split-K reduces partials
-    in a fixed order.
+    force kernel choices (tests, benchmarks; ``_cluster=2`` or ``(2, 1)``
+    launches CTA pairs on vertically adjacent tiles that multicast the shared
+    B tile (128- or 256-wide tiles), ``_cluster=(1, 2)`` pairs on horizontally
+    adjacent tiles that multicast the shared A tile (any tile width);
+    ``_pingpong=True`` lets the two consumer warpgroups alternate tiles, 128x64
+    or 128x128 only).  Results are deterministic: split-K reduces partials in
+    a fixed order.
     """
     import cupy as cp
 
@@ -529,24 +535,26 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if lowbits and block_n not in gemm_configs.BLOCK_NS:
         raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_NS} for {in_name} inputs, got {block_n}")
     c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
-    cluster = _cluster or 1
-    if cluster not in (1, 2) or (cluster == 2 and block_n < 128):
-        raise ValueError(f"_cluster must be 1, or 2 with 128- or 256-wide tiles; got {cluster} with {block_n}")
+    cluster_m, cluster_n = gemm_configs.cluster_dims(_cluster)      # 2 means (2, 1)
+    if cluster_m == 2 and block_n < 128:
+        raise ValueError(f"_cluster={_cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
     pingpong = (bool(_pingpong) if _pingpong is not None else
                 gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
     cfg = GemmConfig(block_n, A[5], A[1], B[1], OUT_TYPES[out_name], use_c,
-                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster,
-                     pingpong=pingpong, b_kind=B[5])
+                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster_m,
+                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n)
     kernel = get_kernel(cfg.spec)
-    # With clusters the schedule walks rows of CTA pairs, over the clusters that can be resident.
+    # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
+    # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
+    cluster = cfg.cluster_size
     slots = info.sm_count
     if cluster > 1:
         kernel.function(dev)
         slots = max(1, kernel.max_active_clusters(dev, gemm_configs.THREADS, cfg.smem_bytes, (cluster, 1, 1)))
-    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M * cluster, cfg.block_n, slots, _group, batch,
-                               k=k, block_k=cfg.block_k, splits=_splits)
+    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, slots, _group, batch,
+                               k=k, block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster)
     dec = sched.decomposition
 
     dt_out = _TMA_DTYPE[out_name]
@@ -566,8 +574,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
     plan.out_dtype, plan.osz, plan.dt_out = _np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
-    plan.map_a = operand_map(*A, km, gemm_configs.BLOCK_M)
-    plan.map_b = operand_map(*B, kn, cfg.block_n // cluster)
+    # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
+    plan.map_a = operand_map(*A, km, gemm_configs.BLOCK_M // cluster_n)
+    plan.map_b = operand_map(*B, kn, cfg.block_n // cluster_m)
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1

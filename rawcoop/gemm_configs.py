@@ -13,6 +13,7 @@ memory and stage counts do not depend on the kind.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, replace
 
 from .compiler import KernelSpec
@@ -63,6 +64,7 @@ class GemmConfig:
     cluster_m: int = 1              # 2: CTA pairs on vertically adjacent tiles multicast B
     pingpong: bool = False          # consumers alternate tiles (block_n <= 128) instead of sharing one
     b_kind: int = -1                # B's input kind; -1: in_kind (only fp8 A and B may differ)
+    cluster_n: int = 1              # 2: CTA pairs on horizontally adjacent tiles multicast A (not with cluster_m=2)
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -76,6 +78,11 @@ class GemmConfig:
         if self.in_bytes != 2 and not (self.a_kmajor and self.b_kmajor):
             raise ValueError("wgmma cannot transpose 32-bit/8-bit operands: tf32 and fp8 configurations "
                              "need K-major A and B")
+        if self.cluster_m not in (1, 2) or self.cluster_n not in (1, 2) or self.cluster_m * self.cluster_n > 2:
+            raise ValueError(f"clusters are 1x1, 2x1 or 1x2 (cluster_m x cluster_n), got "
+                             f"{self.cluster_m}x{self.cluster_n}")
+        if self.cluster_m == 2 and self.block_n < 128:
+            raise ValueError("a 2x1 cluster (B multicast) needs a 128- or 256-wide tile")
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
@@ -116,10 +123,22 @@ class GemmConfig:
         return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
 
     @property
+    def cluster(self) -> tuple[int, int]:
+        """(cluster_m, cluster_n): (1, 1), (2, 1) or (1, 2)."""
+        return self.cluster_m, self.cluster_n
+
+    @property
+    def cluster_size(self) -> int:
+        """CTAs per cluster (launched as a cluster of (cluster_size, 1, 1))."""
+        return self.cluster_m * self.cluster_n
+
+    @property
     def spec(self) -> KernelSpec:
         kinds = dict(IN_KIND=self.in_kind)
         if self.b_kind != self.in_kind:
             kinds["IN_KIND_B"] = self.b_kind
+        if self.cluster_n != 1:             # only when set: every other spec (and cache key) stays as it was
+            kinds["CLUSTER_N"] = self.cluster_n
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -183,6 +202,25 @@ def epilogue_configs() -> list[GemmConfig]:
     out.append(GemmConfig(128, True, True, True, 2, True, False, False, 1, False, 2, pingpong=True))
     out.append(GemmConfig(64, True, True, False, 1, True, True, True, 2, True, 1, pingpong=True))
     out.append(GemmConfig(128, True, True, False, cluster_m=2, pingpong=True))
+    out += cluster_n_configs()
+    return out
+
+
+def cluster_n_configs() -> list[GemmConfig]:
+    """1x2 clusters (CTA pairs on horizontally adjacent tiles multicast the A
+    tile; appended to :func:`epilogue_configs`): both A majornesses (K-major
+    A: each CTA loads 64 of the 128 rows; M-major A: one 64-wide atom each),
+    both B majornesses, every tile width, the epilogue with C/bias/activation,
+    ping-pong with and without C."""
+    out = []
+    for bn in (128, 256):
+        for ak in (True, False):
+            out.append(GemmConfig(bn, bn == 256, ak, ak == (bn == 128), cluster_n=2))
+    out.append(GemmConfig(256, False, True, False, 2, True, False, False, 1, False, 2, cluster_n=2))
+    out.append(GemmConfig(128, True, False, True, 1, True, True, False, 2, False, 1, cluster_n=2))
+    out.append(GemmConfig(128, True, False, False, cluster_n=2, pingpong=True))
+    out.append(GemmConfig(128, False, True, True, 0, True, True, False, 3, False, 3, pingpong=True, cluster_n=2))
+    out.append(GemmConfig(64, True, True, False, 1, True, True, True, 2, True, 1, cluster_n=2))
     return out
 
 
@@ -220,7 +258,27 @@ def lowp_epilogue_configs() -> list[GemmConfig]:
                 continue                    # clusters: a few kinds suffice
             out.append(GemmConfig(bn, ka, True, True, ot, hc, cc, dc, bi, br, act, cluster_m=cl, pingpong=pp,
                                   b_kind=kb))
+    # 1x2 clusters (A multicast): tf32 with C, mixed fp8 ping-pong, fp8 256-wide
+    out.append(GemmConfig(256, TF32, True, True, 2, True, False, False, 1, False, 1, cluster_n=2))
+    out.append(GemmConfig(128, E4M3, True, True, 1, False, False, False, 0, False, 0, pingpong=True,
+                          b_kind=E5M2, cluster_n=2))
+    out.append(GemmConfig(256, E5M2, True, True, 0, True, False, False, 3, False, 3, cluster_n=2))
     return out
+
+
+def cluster_dims(cluster) -> tuple[int, int]:
+    """``rawcoop.gemm``'s ``_cluster`` option as (cluster_m, cluster_n):
+    None or 1 → (1, 1); 2 → (2, 1) (CTA pairs along M multicast B, as it has
+    always meant); a pair (2, 1) or (1, 2) (pairs along N multicast A) as
+    given.  ValueError for anything else."""
+    if cluster is None:
+        return 1, 1
+    if isinstance(cluster, numbers.Integral) and not isinstance(cluster, bool) and cluster in (1, 2):
+        return (1, 1) if cluster == 1 else (2, 1)
+    if isinstance(cluster, (tuple, list)) and len(cluster) == 2 and tuple(cluster) in ((1, 1), (2, 1), (1, 2)):
+        return int(cluster[0]), int(cluster[1])
+    raise ValueError(f"_cluster must be None, 1, 2 (= (2, 1)), (2, 1) (CTA pairs along M share B) or (1, 2) "
+                     f"(pairs along N share A); got {cluster!r}")
 
 
 def all_specs(everything: bool = False) -> list[KernelSpec]:
@@ -273,7 +331,7 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
         want.append("cvt.rn." + ("bf16" if d["OUT_TYPE"] == 1 else "f16") + "x2.f32")
     if d["ACT"] in (2, 3):
         want.append("ex2.approx.ftz.f32")
-    if d.get("CLUSTER_M", 1) > 1:
+    if d.get("CLUSTER_M", 1) > 1 or d.get("CLUSTER_N", 1) > 1:
         want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive", "%cluster_ctarank"]
     if is_fp8(ka):
         want.append("ld.global.cg.f32")         # the per-tensor scales, read on the device

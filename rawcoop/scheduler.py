@@ -12,6 +12,15 @@ tiles when there are fewer tiles than SMs).  CTA ``b`` of ``grid`` handles
 units ``b, b + grid, ...``.  Split units need an fp32 workspace slot per
 (tile, consumer warpgroup) and one flag each; only the flags are zeroed, on
 the launch stream.
+
+Clusters (``cluster`` = (cluster_m, cluster_n), (2, 1) or (1, 2)): a tile of
+the schedule is then a pair of kernel tiles, vertically (2x1) or horizontally
+(1x2) adjacent; ``tiles_m``/``tiles_n`` count pairs, ``grid`` counts clusters
+and the launch has ``grid * 2`` CTAs.  CTA ``b`` walks the units of cluster
+``b // 2`` and its rank ``b % 2`` picks the tile inside each pair
+(:func:`cta_tile`).  An odd number of tile rows/columns leaves a ghost tile
+in the last pair: it runs the whole protocol, its loads are zero-filled and
+its stores clipped.  Workspace slots and flags are per (tile, rank).
 """
 from __future__ import annotations
 
@@ -33,6 +42,14 @@ def tile_coord(t: int, tiles_m: int, tiles_n: int, group: int) -> tuple[int, int
     rows = min(tiles_m - first_m, group)
     r = t - g * per_group
     return l, first_m + r % rows, r // rows
+
+
+def cta_tile(tc: tuple[int, int, int], rank: int, cluster: tuple[int, int] = (1, 1)) -> tuple[int, int, int]:
+    """The kernel tile (batch, tile row, tile column) that CTA ``rank`` of a
+    cluster handles for the schedule tile ``tc`` (kernels/gemm.cu's m0/n0)."""
+    cm, cn = cluster
+    l, tm, tn = tc
+    return l, tm * cm + (rank if cm > 1 else 0), tn * cn + (rank if cn > 1 else 0)
 
 
 MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
@@ -98,10 +115,41 @@ class Schedule:
     grid: int
     batches: int = 1
     decomposition: Decomposition | None = None
+    cluster: tuple[int, int] = (1, 1)
 
     @property
     def tiles(self) -> int:
         return self.batches * self.tiles_m * self.tiles_n
+
+    @property
+    def cluster_size(self) -> int:
+        return self.cluster[0] * self.cluster[1]
+
+    @property
+    def ctas(self) -> int:
+        """CTAs launched: ``grid`` clusters of ``cluster_size``."""
+        return self.grid * self.cluster_size
+
+    def cta_units(self, cta: int) -> list[tuple[int, int, int, int, int, int, int, int]]:
+        """Exactly what CTA ``cta`` of the launched grid (``ctas`` CTAs) works
+        on, in order (kernels/gemm.cu: first unit ``cta // cluster_size``,
+        step ``grid``, rank ``cta % cluster_size``): (unit, batch, tile row,
+        tile column, split, splits, first k-block, k-block count) in kernel
+        tiles.  Needs the decomposition (``k`` given to :func:`schedule`)."""
+        dec = self.decomposition
+        size = self.cluster_size
+        rank = cta % size
+        out = []
+        for u in range(cta // size, dec.units, self.grid):
+            tile, split, splits, kb0, kbn = dec.unit(u)
+            tc = cta_tile(tile_coord(tile, self.tiles_m, self.tiles_n, self.group), rank, self.cluster)
+            out.append((u, *tc, split, splits, kb0, kbn))
+        return out
+
+    def workspace_slot(self, tile: int, rank: int, consumer: int) -> int:
+        """Split-K workspace slot (and flag) of (schedule tile, rank, consumer
+        warpgroup) as the kernel computes it; ``tile`` >= tiles_dp."""
+        return ((tile - self.decomposition.tiles_dp) * self.cluster_size + rank) * CONSUMERS + consumer
 
     def tiles_of(self, cta: int) -> list[tuple[int, int, int]]:
         return [tile_coord(t, self.tiles_m, self.tiles_n, self.group)
@@ -109,17 +157,21 @@ class Schedule:
 
 
 def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None,
-             batches: int = 1, k: int | None = None, block_k: int = 64, splits: int | None = None) -> Schedule:
+             batches: int = 1, k: int | None = None, block_k: int = 64, splits: int | None = None,
+             cluster: tuple[int, int] = (1, 1)) -> Schedule:
     """Tiles, raster group, decomposition (when ``k`` is given) and the
-    persistent grid: min(#SMs, #units)."""
-    tiles_m, tiles_n = cdiv(m, block_m), cdiv(n, block_n)
+    persistent grid: min(#SMs, #units).  With a ``cluster`` of (2, 1) or
+    (1, 2) the tiles are pairs of kernel tiles and ``sm_count`` is the number
+    of clusters that can be resident (the grid then counts clusters)."""
+    cm, cn = cluster
+    tiles_m, tiles_n = cdiv(cdiv(m, block_m), cm), cdiv(cdiv(n, block_n), cn)
     if group is None:
         group = default_group(tiles_m, tiles_n)
     group = max(1, min(group, tiles_m))
     tiles = batches * tiles_m * tiles_n
     dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits) if k is not None else None
     units = dec.units if dec is not None else tiles
-    return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec)
+    return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
 
 
 def default_group(tiles_m: int, tiles_n: int) -> int:
