@@ -112,7 +112,7 @@ class Problem:
     splits: int | None          # forced _splits
     block_n: int | None         # forced _block_n
     swap: bool | None           # forced _swap
-    cluster: int | None         # forced _cluster
+    cluster: int | tuple | None  # forced _cluster: 2 (= 2x1) or (1, 2)
     group: int | None           # forced _group
     pdl: bool
     pingpong: bool | None = None  # forced _pingpong (128x64 / 128x128 tiles only)
@@ -147,7 +147,7 @@ class _Recipe:
     activation: str | None
     swap: bool | None
     block_n: int | None
-    cluster: int | None
+    cluster: int | tuple | None
     pingpong: bool | None = None
 
 
@@ -199,12 +199,15 @@ def recipes(seed: int) -> tuple:
         out=column(("same", "float32", "other16")), c_kind=column(C_KINDS + ("row", "col")), bias=column(BIAS_KINDS),
         activation=column(ACTIVATIONS), swap=column((None, None, True, False)),
         block_n=column((None, None, 64, 128, 256, None)), cluster=column((None,) * 7 + (2,)),
-        pingpong=column((None, None, None, True, False)))     # last: the other columns keep their deal
+        pingpong=column((None, None, None, True, False)),     # appended last: the other columns keep their deal
+        cluster_n=column((False, True)))                      # a cluster of 2 along N (A multicast) instead
     pool = []
     for i in range(POOL_SIZE):
         d = {name: col[i] for name, col in cols.items()}
         if d["cluster"] == 2 and d["block_n"] not in (128, 256):
             d["block_n"] = 128 if i % 2 else 256        # clusters need 128- or 256-wide tiles
+        if d.pop("cluster_n") and d["cluster"] == 2:
+            d["cluster"] = (1, 2)
         if d["pingpong"] is not None and d["block_n"] not in (64, 128):
             d["pingpong"] = None                        # forced only where the tile allows both schedules
         pool.append(_Recipe(**d))
@@ -436,8 +439,8 @@ def predicted_config(p: Problem, sm_count: int = 132):
     km, kn = (p.n, p.m) if swap else (p.m, p.n)
     ak, bk = (b_kmajor, a_kmajor) if swap else (a_kmajor, b_kmajor)
     block_n = p.block_n or gc.choose_block_n(km, kn, p.batch, sm_count, p.k)
-    cluster = p.cluster or 1
-    if cluster == 2 and block_n < 128:
+    cluster_m, cluster_n = gc.cluster_dims(p.cluster)
+    if cluster_m == 2 and block_n < 128:
         raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
     bias_kind = gc.BIAS_TYPES[p.in_dtype if p.bias == "input" else p.bias] if p.bias != "none" else 0
     pingpong = (p.pingpong if p.pingpong is not None else
@@ -445,7 +448,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
     extra = {"pingpong": pingpong}
     return gc.GemmConfig(block_n, p.in_dtype == "bfloat16", ak, bk, gc.OUT_TYPES[p.out_dtype], use_c,
                          (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap,
-                         gc.ACTIVATIONS[p.activation], cluster_m=cluster, **extra)
+                         gc.ACTIVATIONS[p.activation], cluster_m=cluster_m, cluster_n=cluster_n, **extra)
 
 
 # ---------------------------------------------------------------- GPU side
@@ -655,7 +658,9 @@ def plan_spec(p: Problem):
     plan = g_mod._plan_for(arrays["a"], arrays["b"], c=arrays["c"], alpha=p.alpha, beta=p.beta,
                            bias=arrays["bias"], activation=p.activation, out_dtype=_np_dtype(p.out_dtype),
                            **forced)
-    cfg = plan.cfg if not cluster or cluster == 1 else dataclasses.replace(plan.cfg, cluster_m=cluster)
+    from . import gemm_configs as gc
+    cm, cn = gc.cluster_dims(cluster)
+    cfg = plan.cfg if (cm, cn) == (1, 1) else dataclasses.replace(plan.cfg, cluster_m=cm, cluster_n=cn)
     return cfg.spec
 
 

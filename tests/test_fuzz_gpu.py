@@ -91,7 +91,7 @@ def test_draws_are_legal_for_gemm(draws):
         cfg = _fuzz.predicted_config(p)            # raises ValueError like gemm's validation would
         assert cfg.block_n in gemm_configs.BLOCK_NS
         assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
-        assert p.cluster in (None, 2) and (p.cluster is None or p.block_n in (128, 256))
+        assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256))
         assert not (p.out_dtype == "float32" and p.c_kind == "col")
         assert p.m >= 1 and p.n >= 1 and p.k >= 1
         if p.out_kind == "inplace":
@@ -144,12 +144,13 @@ def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     assert 60 <= len(cfgs) <= 150, len(cfgs)
     cover = {f: {getattr(c, f) for c in cfgs} for f in
              ("block_n", "in_bf16", "a_kmajor", "b_kmajor", "out_type", "has_c", "c_colmajor", "d_colmajor",
-              "bias", "bias_on_rows", "act", "cluster_m")}
+              "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong")}
     assert cover["block_n"] == {64, 128, 256}
     assert cover["out_type"] == {0, 1, 2}
     assert cover["bias"] == {0, 1, 2, 3}
     assert cover["act"] == {0, 1, 2, 3}
-    assert cover["cluster_m"] == {1, 2}
+    assert cover["cluster_m"] == {1, 2} and cover["cluster_n"] == {1, 2}
+    assert cover["pingpong"] == {False, True}
     for f in ("in_bf16", "a_kmajor", "b_kmajor", "has_c", "c_colmajor", "d_colmajor", "bias_on_rows"):
         assert cover[f] == {False, True}, f
     # the epilogue variants in combination: C orientation in the kernel's view x D orientation,
