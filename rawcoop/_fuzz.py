@@ -415,26 +415,24 @@ def predicted_config(p: Problem, sm_count: int = 132):
     checks on the CPU what gemm validates about strides (raises ValueError
     like gemm would).  An estimate for the CPU tests; the GPU run reports the
     configurations of the real plans."""
-    import importlib
-
     from . import gemm_configs as gc
-    g_mod = importlib.import_module(__package__ + ".gemm")
+    from . import operands
     geo = geometry(p)
     in_dt, out_dt = _np_dtype(p.in_dtype), _np_dtype(p.out_dtype)
     stubs = {name: _Stub(gm.shape, gm.strides((out_dt if name in ("c", "out") else in_dt).itemsize),
                          out_dt if name in ("c", "out") else in_dt) for name, gm in geo.items()}
-    a_kmajor, _ = g_mod._matrix_layout("a", stubs["a"], "K", "M")
-    b_rowmajor, _ = g_mod._matrix_layout("b", stubs["b"], "N", "K", prefer_inner=False)
+    a_kmajor, _ = operands.matrix_layout("a", stubs["a"], "K", "M")
+    b_rowmajor, _ = operands.matrix_layout("b", stubs["b"], "N", "K", prefer_inner=False)
     b_kmajor = not b_rowmajor
     for name in ("a", "b"):
-        g_mod._batch_info(name, stubs[name], p.batch)
+        operands.batch_info(name, stubs[name], p.batch)
     use_c = p.beta != 0.0
     c_rowmajor = True
     if use_c:
-        c_rowmajor, _ = g_mod._matrix_layout("c", stubs["c"], "N", "M")
+        c_rowmajor, _ = operands.matrix_layout("c", stubs["c"], "N", "M")
         if not c_rowmajor and p.out_dtype == "float32":
             raise ValueError("c: a float32 c must be row-major")
-        g_mod._batch_info("c", stubs["c"], p.batch)
+        operands.batch_info("c", stubs["c"], p.batch)
     swap = (p.swap if p.swap is not None else p.m <= 64 < p.n) and p.out_dtype != "float32"
     km, kn = (p.n, p.m) if swap else (p.m, p.n)
     ak, bk = (b_kmajor, a_kmajor) if swap else (a_kmajor, b_kmajor)

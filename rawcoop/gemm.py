@@ -44,19 +44,18 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
 from __future__ import annotations
 
 import os as _os
-from dataclasses import dataclass
 
 import numpy as np
 
 from . import device as _device
 from . import gemm_configs, scheduler, tma, tuning, workspace
 from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
+from ._reference import activation as activation_reference
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
+from .operands import (DEFAULT_OUT, as_cupy, batch_info, check_array, check_out, dtype_name, foreign_scale,
+                       input_kinds, kind_label, matrix_layout, np_dtype, round16, scale_arg, scale_key,
+                       tma_storable)
 
-_INPUTS = ("float16", "bfloat16")
-_FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}     # ml_dtypes names -> format
-_FORMATS = ("e4m3", "e5m2")
-_FP8_NP = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
@@ -65,240 +64,6 @@ _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "flo
 _TMA_IN = {gemm_configs.FP16: tma.DType.FLOAT16, gemm_configs.BF16: tma.DType.BFLOAT16,
            gemm_configs.TF32: tma.DType.FLOAT32, gemm_configs.E4M3: tma.DType.UINT8,
            gemm_configs.E5M2: tma.DType.UINT8}
-_DEFAULT_OUT = {gemm_configs.FP16: "float16", gemm_configs.BF16: "bfloat16", gemm_configs.TF32: "float32",
-                gemm_configs.E4M3: "bfloat16", gemm_configs.E5M2: "bfloat16"}
-
-
-def _input_kinds(a_dtype: str, b_dtype: str, a_format, b_format, precision) -> tuple[int, int]:
-    """(A kind, B kind) (see gemm_configs.IN_KINDS) from the operands' dtype
-    names and the ``a_format``/``b_format``/``precision`` options; raises
-    TypeError/ValueError naming the argument.  Pure: no GPU needed.
-
-    * float16, bfloat16: the 16-bit kernels (no format, no precision).
-    * float32: only with ``precision="tf32"`` (rawcoop has no full-fp32 GEMM).
-    * fp8: ``ml_dtypes.float8_e4m3fn``/``float8_e5m2`` arrays (the format is
-      the dtype's; a format given too must agree), or uint8 storage with
-      ``a_format``/``b_format`` = "e4m3" or "e5m2".  A and B may mix e4m3 and
-      e5m2."""
-    if precision not in (None, "tf32"):
-        raise ValueError(f"precision must be None or 'tf32', got {precision!r}")
-    kinds = []
-    for name, dt, fmt in (("a", a_dtype, a_format), ("b", b_dtype, b_format)):
-        if fmt is not None and fmt not in _FORMATS:
-            raise ValueError(f"{name}_format must be None, 'e4m3' or 'e5m2', got {fmt!r}")
-        if dt in _FP8_DTYPES:
-            if fmt is not None and fmt != _FP8_DTYPES[dt]:
-                raise ValueError(f"{name} has dtype {dt} but {name}_format={fmt!r}; leave {name}_format out for "
-                                 "ml_dtypes fp8 arrays, or pass uint8 storage with the format")
-            kinds.append(gemm_configs.IN_KINDS[_FP8_DTYPES[dt]])
-        elif dt == "uint8":
-            if fmt is None:
-                raise TypeError(f"{name} is uint8: pass {name}_format='e4m3' or 'e5m2' to read its bytes as fp8 "
-                                "(rawcoop has no integer GEMM)")
-            kinds.append(gemm_configs.IN_KINDS[fmt])
-        elif fmt is not None:
-            raise ValueError(f"{name}_format applies to fp8 operands (uint8 storage, or ml_dtypes float8_e4m3fn/"
-                             f"float8_e5m2 arrays); {name} has dtype {dt}")
-        elif dt in _INPUTS:
-            kinds.append(gemm_configs.IN_KINDS[dt])
-        elif dt == "float32":
-            if precision != "tf32":
-                raise TypeError(f"{name} has dtype float32, and rawcoop has no full-fp32 GEMM: pass "
-                                "precision='tf32' to multiply float32 inputs on the tensor cores in TF32 (each "
-                                "input keeps a 10-bit mantissa; fp32 accumulation), or convert the inputs to "
-                                "bfloat16/float16")
-            kinds.append(gemm_configs.TF32)
-        else:
-            raise TypeError(f"{name} has dtype {dt}; rawcoop.gemm takes float16 or bfloat16 (ml_dtypes.bfloat16), "
-                            "float32 with precision='tf32', or fp8 (ml_dtypes float8_e4m3fn/float8_e5m2, or uint8 "
-                            "with a_format/b_format)")
-    ka, kb = kinds
-    if precision == "tf32" and (ka, kb) != (gemm_configs.TF32, gemm_configs.TF32):
-        raise TypeError(f"precision='tf32' needs float32 a and b; got {a_dtype} and {b_dtype}")
-    if ka != kb and not (gemm_configs.is_fp8(ka) and gemm_configs.is_fp8(kb)):
-        raise TypeError(f"a and b must have the same dtype (only fp8 e4m3 and e5m2 may be mixed), got {a_dtype} "
-                        f"and {b_dtype}")
-    return ka, kb
-
-
-def _kind_label(ka: int, kb: int) -> str:
-    """The input part of a tuning signature: the dtype name for 16-bit inputs
-    (as before), 'tf32', 'e4m3', 'e5m2', or 'e4m3*e5m2' for mixed fp8."""
-    na, nb = gemm_configs.KIND_NAMES[ka], gemm_configs.KIND_NAMES[kb]
-    return na if na == nb else f"{na}*{nb}"
-
-
-def _scale_arg(cp, name: str, s, dev: int, fp8: bool) -> tuple[float, int]:
-    """(host factor, device pointer) of one per-tensor scale: None → (1, 0);
-    a Python/NumPy real → (value, 0), folded into alpha on the host; a
-    1-element float32 CuPy array on ``dev`` → (1, its address), read by the
-    kernel on every launch."""
-    if s is None:
-        return 1.0, 0
-    if not fp8:
-        raise ValueError(f"{name} applies to fp8 inputs only (per-tensor dequantisation scales); scale other "
-                         "inputs with alpha")
-    if isinstance(s, cp.ndarray):
-        if s.dtype != np.float32:
-            raise TypeError(f"{name} must be a float32 array (or a Python float), got dtype {s.dtype.name}")
-        if s.size != 1:
-            raise ValueError(f"{name} must hold exactly one value (0-d or 1-element), got shape {s.shape}")
-        if s.data.device_id != dev:
-            raise ValueError(f"{name} is on device {s.data.device_id}, but a is on device {dev}")
-        return 1.0, s.data.ptr
-    if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a Python float or a 1-element float32 GPU array on a's device, got "
-                        f"{type(s).__module__}.{type(s).__name__}")
-    return float(s), 0
-
-
-def _np_dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)
-
-
-def _dtype_name(dt) -> str:
-    if isinstance(dt, str) and dt in ("bfloat16", "bf16"):
-        return "bfloat16"
-    try:
-        return np.dtype(dt).name
-    except TypeError:
-        raise TypeError(f"out_dtype {dt!r} is not a dtype") from None
-
-
-def _round16(nbytes: int) -> int:
-    return max(16, -(-nbytes // 16) * 16)
-
-
-@dataclass
-class _Operand:
-    """One matrix operand as the kernel sees it: majorness, the byte pitch
-    between its lines, its batch stride, and whether it is batched."""
-    ptr: int
-    kmajor: bool          # for A/B: K contiguous.  For C/D: row-major (columns contiguous)
-    pitch: int
-    batch_stride: int
-    batched: bool
-
-
-def _matrix_layout(name: str, x, inner_axis_name: str, outer_axis_name: str, prefer_inner: bool = True,
-                   require: bool | None = None, why: str = ""):
-    """Classify the last two axes of ``x`` (rows, cols).  Returns
-    (cols_contiguous, pitch_bytes).  A size-1 axis has no meaningful stride,
-    so either orientation is accepted for it.  ``require`` (True: rows as
-    lines, i.e. unit stride along the columns; False: columns as lines) keeps
-    only that orientation and raises ValueError(``why`` + the strides)
-    when it does not exist."""
-    isz = x.dtype.itemsize
-    rows, cols = x.shape[-2], x.shape[-1]
-    s_rows, s_cols = x.strides[-2], x.strides[-1]
-    options = []
-    if s_cols == isz or cols == 1:          # row-major: lines are rows
-        options.append((True, s_rows if rows > 1 else _round16(cols * isz)))
-    if s_rows == isz or rows == 1:          # column-major: lines are columns
-        options.append((False, s_cols if cols > 1 else _round16(rows * isz)))
-    if not prefer_inner:
-        options.reverse()
-    if require is not None:
-        options = [o for o in options if o[0] == require]
-        if not options:
-            raise ValueError(f"{why}; got strides {x.strides} (bytes) for shape {x.shape}")
-    if not options:
-        raise ValueError(
-            f"{name} has strides {x.strides} (bytes) for shape {x.shape}: neither of its last two axes has unit "
-            "stride, which TMA needs; pass cupy.ascontiguousarray(" + name + ")")
-    for row_major, pitch in options:
-        if pitch > 0 and pitch % 16 == 0:
-            return row_major, pitch
-    row_major, pitch = options[0]
-    what = f"rows ({outer_axis_name})" if row_major else f"columns ({inner_axis_name})"
-    unit = 16 // isz
-    raise ValueError(
-        f"{name}: the stride between its {what} is {pitch} bytes; TMA needs a positive multiple of 16 bytes. "
-        f"Pad that dimension to a multiple of {unit} elements (allocate a larger array and slice it)")
-
-
-def _batch_info(name: str, x, batch: int) -> tuple[int, bool]:
-    """(batch stride in bytes, batched?) for an operand of a batch-``batch`` problem."""
-    if x.ndim == 2 or x.shape[0] == 1 or batch == 1:
-        return 0, False
-    s = x.strides[0]
-    if s == 0:
-        return 0, False                     # broadcast view (stride 0): same matrix for every batch
-    if s < 0 or s % 16:
-        raise ValueError(f"{name}: batch stride {s} bytes must be a positive multiple of 16 bytes for TMA")
-    return s, True
-
-
-def _as_cupy(cp, name: str, x):
-    """A zero-copy CuPy view of a GPU array from another library: DLPack
-    (``__dlpack__``; the producer is asked to order its work before CuPy's
-    current stream) or ``__cuda_array_interface__`` v3 (CuPy makes the current
-    stream wait on the producer's stream when the interface names one).  Host
-    arrays and other objects raise TypeError.  torch float8_e4m3fn/float8_e5m2
-    tensors (which neither protocol may carry) go through a uint8 view and come
-    back as CuPy arrays of the ml_dtypes fp8 dtype, so the format travels with them."""
-    if x is None or isinstance(x, cp.ndarray):
-        return x
-    fp8 = _torch_fp8_format(x)
-    if fp8 is not None:
-        import ml_dtypes
-        import torch
-        return _as_cupy(cp, name, x.view(torch.uint8)).view(getattr(ml_dtypes, _FP8_NP[fp8]))
-    kind = f"{type(x).__module__}.{type(x).__name__}"
-    dl_device = getattr(x, "__dlpack_device__", None)
-    if dl_device is not None and hasattr(x, "__dlpack__"):
-        dev_type = int(dl_device()[0])
-        if dev_type != 2:                            # kDLCUDA
-            raise TypeError(f"{name} must be a cupy.ndarray or another GPU array; got {kind} on DLPack device "
-                            f"type {dev_type} (not CUDA)")
-        return cp.from_dlpack(x)
-    try:
-        has_cai = hasattr(x, "__cuda_array_interface__")
-    except Exception:  # noqa: BLE001 - a property that raises (e.g. an unsupported dtype)
-        has_cai = False
-    if has_cai:
-        return cp.asarray(x)
-    raise TypeError(f"{name} must be a cupy.ndarray or a GPU array exposing __cuda_array_interface__ or "
-                    f"__dlpack__, got {kind}")
-
-
-def _torch_fp8_format(x) -> str | None:
-    """'e4m3'/'e5m2' for a torch float8_e4m3fn/float8_e5m2 tensor, else None;
-    TypeError for torch's other 8-bit float formats (fnuz: other encodings)."""
-    import sys
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(x, torch.Tensor):
-        return None
-    name = str(x.dtype).removeprefix("torch.")
-    if name in _FP8_DTYPES:
-        return _FP8_DTYPES[name]
-    if name.startswith("float8"):
-        raise TypeError(f"torch.{name} is not supported: rawcoop's fp8 formats are float8_e4m3fn (e4m3) and "
-                        "float8_e5m2 (e5m2)")
-    return None
-
-
-def _check_array(name: str, x, cp, dev: int | None):
-    if not isinstance(x, cp.ndarray):
-        raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}")
-    if dev is not None and x.device.id != dev:
-        raise ValueError(f"{name} is on device {x.device.id}, but a is on device {dev}")
-
-
-def _check_out(cp, out, dev: int, out_shape: tuple, out_dtype) -> None:
-    """``out`` must be a CuPy array on a's device with the result's shape and
-    dtype (validation and the repeated-call path share these checks)."""
-    if not isinstance(out, cp.ndarray):
-        raise TypeError(f"out must be a cupy.ndarray, got {type(out).__module__}.{type(out).__name__}")
-    if out.data.device_id != dev:
-        raise ValueError(f"out is on device {out.data.device_id}, but a is on device {dev}")
-    if out.shape != out_shape:
-        raise ValueError(f"out has shape {out.shape}, expected {out_shape}")
-    if out.dtype != out_dtype:
-        raise TypeError(f"out has dtype {out.dtype.name}, expected {np.dtype(out_dtype).name}")
 
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
@@ -353,16 +118,16 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 
     nd = cp.ndarray
     if not (type(a) is nd and type(b) is nd and (c is None or type(c) is nd) and (bias is None or type(bias) is nd)
-            and (out is None or type(out) is nd) and (scale_a is None or not _foreign_scale(scale_a, nd))
-            and (scale_b is None or not _foreign_scale(scale_b, nd))):
+            and (out is None or type(out) is nd) and (scale_a is None or not foreign_scale(scale_a, nd))
+            and (scale_b is None or not foreign_scale(scale_b, nd))):
         # Other GPU arrays (torch tensors, ...) through __cuda_array_interface__ or DLPack, zero-copy.
         user_out = out
-        a, b, c, bias, out = (_as_cupy(cp, name, x) for name, x in
+        a, b, c, bias, out = (as_cupy(cp, name, x) for name, x in
                               (("a", a), ("b", b), ("c", c), ("bias", bias), ("out", out)))
-        if _foreign_scale(scale_a, nd):
-            scale_a = _as_cupy(cp, "scale_a", scale_a)
-        if _foreign_scale(scale_b, nd):
-            scale_b = _as_cupy(cp, "scale_b", scale_b)
+        if foreign_scale(scale_a, nd):
+            scale_a = as_cupy(cp, "scale_a", scale_a)
+        if foreign_scale(scale_b, nd):
+            scale_b = as_cupy(cp, "scale_b", scale_b)
         res = gemm(a, b, c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out=out,
                    out_dtype=out_dtype, pdl=pdl, scale_a=scale_a, scale_b=scale_b, a_format=a_format,
                    b_format=b_format, precision=precision, _block_n=_block_n, _group=_group, _swap=_swap,
@@ -411,18 +176,18 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     _block_n, _group, _swap, _splits, _cluster, _pingpong = forced
     scale_a, scale_b, a_format, b_format, precision = lowp or (None,) * 5
     # ------------------------------------------------------------ validation
-    _check_array("a", a, cp, None)
+    check_array("a", a, cp, None)
     dev = a.device.id
-    _check_array("b", b, cp, dev)
-    ka, kb = _input_kinds(a.dtype.name, b.dtype.name, a_format, b_format, precision)
+    check_array("b", b, cp, dev)
+    ka, kb = input_kinds(a.dtype.name, b.dtype.name, a_format, b_format, precision)
     lowbits = gemm_configs.ELEMENT_BYTES[ka] != 2          # tf32 / fp8: K-major operands only
     fp8 = gemm_configs.is_fp8(ka)
     for name, x in (("a", a), ("b", b)):
         if x.ndim not in (2, 3):
             raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
-    sa_factor, sa_ptr = _scale_arg(cp, "scale_a", scale_a, dev, fp8)
-    sb_factor, sb_ptr = _scale_arg(cp, "scale_b", scale_b, dev, fp8)
-    in_name = _kind_label(ka, kb)
+    sa_factor, sa_ptr = scale_arg(cp, "scale_a", scale_a, dev, fp8)
+    sb_factor, sb_ptr = scale_arg(cp, "scale_b", scale_b, dev, fp8)
+    in_name = kind_label(ka, kb)
     m, k = a.shape[-2:]
     k2, n = b.shape[-2:]
     if k != k2:
@@ -436,9 +201,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     out_shape = (batch, m, n) if batched_result else (m, n)
 
     if out_dtype is None:
-        out_name = _DEFAULT_OUT[ka]
+        out_name = DEFAULT_OUT[ka]
     else:
-        out_name = _dtype_name(out_dtype)
+        out_name = dtype_name(out_dtype)
         if out_name not in OUT_TYPES:
             raise TypeError(f"out_dtype must be float16, bfloat16 or float32, got {out_name}")
     if activation not in ACTIVATIONS:
@@ -451,7 +216,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
 
     use_c = beta != 0.0
     if c is not None:
-        _check_array("c", c, cp, dev)
+        check_array("c", c, cp, dev)
         if c.dtype.name != out_name:
             raise TypeError(f"c has dtype {c.dtype.name}; it must have the output dtype {out_name}")
         if c.shape not in (out_shape, (m, n), (1, m, n)):
@@ -460,7 +225,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     elif use_c:
         raise ValueError("beta != 0 needs c")
     if bias is not None:
-        _check_array("bias", bias, cp, dev)
+        check_array("bias", bias, cp, dev)
         if lowbits and bias.dtype.name not in ("float32", "float16", "bfloat16"):
             raise TypeError(f"bias has dtype {bias.dtype.name}; with {in_name} inputs it must be float32, "
                             "float16 or bfloat16")
@@ -471,38 +236,38 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         if n > 1 and bias.strides[0] != bias.dtype.itemsize:
             raise ValueError("bias must be contiguous (unit stride); pass cupy.ascontiguousarray(bias)")
     if out is not None:
-        _check_out(cp, out, dev, out_shape, _np_dtype(out_name))
+        check_out(cp, out, dev, out_shape, np_dtype(out_name))
 
     # Zero-size problems (cupy.matmul semantics; no launch, no TMA rules apply).
     if m == 0 or n == 0 or batch == 0:
         with cp.cuda.Device(dev):
-            return out if out is not None else cp.empty(out_shape, dtype=_np_dtype(out_name))
+            return out if out is not None else cp.empty(out_shape, dtype=np_dtype(out_name))
     if k == 0:
         return _no_reduction(cp, dev, out_shape, out_name, c if use_c else None, beta, bias, activation, out)
 
     # Operand layouts (raise before anything is allocated or launched).
     what = "tf32" if ka == gemm_configs.TF32 else "fp8"
-    a_kmajor, a_pitch = _matrix_layout(
+    a_kmajor, a_pitch = matrix_layout(
         "a", a, "K", "M", require=True if lowbits else None,
         why=f"a: wgmma cannot transpose 32-bit/8-bit operands: a must be row-major (K contiguous, unit stride "
             f"along K) for {what} inputs. Pass cupy.ascontiguousarray(a) (rawcoop makes no silent copy)")
-    b_rowmajor, b_pitch = _matrix_layout(
+    b_rowmajor, b_pitch = matrix_layout(
         "b", b, "N", "K", prefer_inner=False, require=False if lowbits else None,
         why=f"b: wgmma cannot transpose 32-bit/8-bit operands: b must be column-major (K contiguous, unit stride "
             f"along K) for {what} inputs, i.e. b = bt.T for a row-major bt of shape (N, K). Pass "
             "cupy.ascontiguousarray(b.T).T (rawcoop makes no silent copy)")
     b_kmajor = not b_rowmajor
-    a_bs, a_batched = _batch_info("a", a, batch)
-    b_bs, b_batched = _batch_info("b", b, batch)
+    a_bs, a_batched = batch_info("a", a, batch)
+    b_bs, b_batched = batch_info("b", b, batch)
     for name, x in (("a", a), ("b", b)):
         if x.size and x.data.ptr % 16:
             raise ValueError(f"{name}: base address 0x{x.data.ptr:x} is not 16-byte aligned, as TMA needs "
                              "(slicing at an element offset that is not a multiple of 16 bytes causes this)")
     if use_c:
-        c_rowmajor, c_pitch = _matrix_layout("c", c, "N", "M")
+        c_rowmajor, c_pitch = matrix_layout("c", c, "N", "M")
         if not c_rowmajor and out_name == "float32":
             raise ValueError("c: a float32 c must be row-major (unit stride along N); pass cupy.ascontiguousarray(c)")
-        c_bs, c_batched = _batch_info("c", c, batch)
+        c_bs, c_batched = batch_info("c", c, batch)
         if c.data.ptr % 16:
             raise ValueError(f"c: base address 0x{c.data.ptr:x} is not 16-byte aligned, as TMA needs")
 
@@ -510,7 +275,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if fp8:
         alpha = alpha * sa_factor * sb_factor       # Python-float scales: folded into alpha here
     info = _device.info(dev)
-    osz = np.dtype(_np_dtype(out_name)).itemsize
+    osz = np.dtype(np_dtype(out_name)).itemsize
     bias_kind = BIAS_TYPES[bias.dtype.name] if bias is not None else 0
     sig = tuning.signature(info.name, in_name, out_name, m, n, k, batch, a_kmajor, b_kmajor, use_c, bias_kind,
                            ACTIVATIONS[activation])
@@ -563,7 +328,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     def operand_map(x, kmajor, pitch, bs, batched, kind, rows, box_rows):
         dt_in = _TMA_IN[kind]       # tf32: FLOAT32 (the tensor core reads the top 19 bits); fp8: UINT8
         lx = x.shape[0] if batched else 1
-        bstride = bs if batched else _round16(pitch * max(rows, 1) if kmajor else pitch * k)
+        bstride = bs if batched else round16(pitch * max(rows, 1) if kmajor else pitch * k)
         if kmajor:              # lines are the operand's rows (M or N), K contiguous: one 128-byte row per box line
             return tma.tiled(dt_in, x.data.ptr, (k, rows, lx), (pitch, bstride), (cfg.block_k, box_rows, 1), sw)
         return tma.tiled(dt_in, x.data.ptr, (rows, k, lx), (pitch, bstride), (64, 64, 1), sw)   # 16-bit only
@@ -572,7 +337,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.dev, plan.kernel, plan.pdl = dev, kernel, pdl
     plan.grid, plan.smem, plan.cluster = (sched.grid * cluster, 1, 1), cfg.smem_bytes, (cluster, 1, 1)
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
-    plan.out_dtype, plan.osz, plan.dt_out = _np_dtype(out_name), osz, dt_out
+    plan.out_dtype, plan.osz, plan.dt_out = np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
     # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
     plan.map_a = operand_map(*A, km, gemm_configs.BLOCK_M // cluster_n)
@@ -581,7 +346,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if use_c:
         c_l = c.shape[0] if c_batched else 1
         plan.map_c = plan.epilogue_map(c.data.ptr, c_colmajor_kernel, c_pitch,
-                                       c_bs if c_batched else _round16(c_pitch * max(m, n)), c_l)
+                                       c_bs if c_batched else round16(c_pitch * max(m, n)), c_l)
     bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
                     bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
@@ -616,7 +381,7 @@ class _Plan:
     def run(self, cp, out):
         dev, m, n, batch, osz = self.dev, self.m, self.n, self.batch, self.osz
         if out is not None:
-            _check_out(cp, out, dev, self.out_shape, self.out_dtype)
+            check_out(cp, out, dev, self.out_shape, self.out_dtype)
         switch = cp.cuda.runtime.getDevice() != dev
         if switch:
             prev = cp.cuda.runtime.getDevice()
@@ -627,7 +392,7 @@ class _Plan:
             # stream asked whether it is being captured into a CUDA graph: a temporary freed back to
             # CuPy's pool would still be written by every replay, so under capture `out` must be
             # storable and a result without `out` is returned as the padded buffer's view.
-            temp = out is None or not _tma_storable(out, osz, batch)
+            temp = out is None or not tma_storable(out, osz, batch)
             strided_result = False
             if temp:
                 npad = -(-n // (16 // osz)) * (16 // osz)
@@ -645,8 +410,8 @@ class _Plan:
                 ws_ptr, flags_ptr = workspace.get(dev, stream, self.ws_floats, self.ws_flags)
             d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n] if temp else out
             st = d.strides
-            d_pitch = st[-2] if m > 1 else _round16(n * osz)
-            d_bs = st[0] if (batch > 1 and d.ndim == 3) else _round16(m * max(d_pitch, 16))
+            d_pitch = st[-2] if m > 1 else round16(n * osz)
+            d_bs = st[0] if (batch > 1 and d.ndim == 3) else round16(m * max(d_pitch, 16))
             map_d = self.epilogue_map(d.data.ptr, self.colmajor_d, d_pitch, d_bs, batch)
             with _device.on_device(dev):
                 self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
@@ -668,21 +433,6 @@ _PLANS: dict = {}
 _PLANS_MAX = 4096
 
 
-def _foreign_scale(s, nd) -> bool:
-    """A scale that is neither None, a number nor a CuPy array (another
-    library's GPU array, or something to reject)."""
-    return s is not None and not isinstance(s, (nd, int, float, np.number, np.bool_))
-
-
-def _scale_key(s):
-    """A scale's part of the plan key: the value of a Python number (folded
-    into alpha), the address of an array (whose contents the kernel reads at
-    launch time, so they may change without a new plan)."""
-    if s is None or isinstance(s, (int, float, np.number, np.bool_)):
-        return (type(s), s)             # typed: True (rejected) must not share 1.0's plan
-    return (s.data.ptr, s.data.device_id, s.shape, s.dtype)
-
-
 def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp=None):
     """Everything validation and planning read from the arguments; raises
     AttributeError for non-CuPy inputs (the slow path then reports them)."""
@@ -692,25 +442,7 @@ def _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lo
             alpha, beta,
             None if bias is None else (bias.data.ptr, bias.data.device_id, bias.shape, bias.strides, bias.dtype),
             activation, out_dtype, pdl, forced,
-            None if lowp is None else (_scale_key(lowp[0]), _scale_key(lowp[1])) + tuple(lowp[2:]))
-
-
-def _tma_storable(d, osz: int, batch: int) -> bool:
-    """Can the kernel TMA-store straight into ``d`` (row-major lines, 16-byte
-    pitches and base)?"""
-    if d.data.ptr % 16 or d.strides[-1] != osz:
-        return False
-    if d.shape[-1] * osz % 16:
-        # TMA stores whole 16-byte chunks of a line: a row whose byte length is
-        # not a multiple of 16 would get the chunk past its last column written
-        # (found by the fuzzer: a view of a wider array, or a (1, N) array's
-        # end).  Such outputs go through the padded buffer and a copy.
-        return False
-    if d.shape[-2] > 1 and (d.strides[-2] <= 0 or d.strides[-2] % 16):
-        return False
-    if d.ndim == 3 and batch > 1 and (d.strides[0] <= 0 or d.strides[0] % 16):
-        return False
-    return True
+            None if lowp is None else (scale_key(lowp[0]), scale_key(lowp[1])) + tuple(lowp[2:]))
 
 
 def _no_reduction(cp, dev, out_shape, out_name, c, beta, bias, activation, out):
@@ -722,13 +454,8 @@ def _no_reduction(cp, dev, out_shape, out_name, c, beta, bias, activation, out):
             v = v + beta * c.astype(cp.float32)
         if bias is not None:
             v = v + bias.astype(cp.float32)
-        if activation == "relu":
-            v = cp.maximum(v, 0)
-        elif activation == "gelu":
-            v = 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
-        elif activation == "silu":
-            v = v / (1 + cp.exp(-v))
-        res = v.astype(_np_dtype(out_name))
+        v = activation_reference(cp, v, activation)
+        res = v.astype(np_dtype(out_name))
         if out is None:
             return res
         out[...] = res

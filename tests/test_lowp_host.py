@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from rawcoop import gemm_configs as gc
+from rawcoop import operands
 from rawcoop import tma
 
 G = importlib.import_module("rawcoop.gemm")     # the module (rawcoop.gemm is the function)
@@ -118,7 +119,7 @@ def tn(m, n, k, dt_a, dt_b=None, batch=None):
 def test_input_kinds_accepted(a_dt, b_dt, kw, kinds):
     args = dict(a_format=None, b_format=None, precision=None)
     args.update(kw)
-    assert G._input_kinds(a_dt, b_dt, args["a_format"], args["b_format"], args["precision"]) == kinds
+    assert operands.input_kinds(a_dt, b_dt, args["a_format"], args["b_format"], args["precision"]) == kinds
 
 
 @pytest.mark.parametrize("a_dt, b_dt, kw, exc, fragment", [
@@ -143,7 +144,7 @@ def test_input_kinds_rejected(a_dt, b_dt, kw, exc, fragment):
     args = dict(a_format=None, b_format=None, precision=None)
     args.update(kw)
     with pytest.raises(exc) as ei:
-        G._input_kinds(a_dt, b_dt, args["a_format"], args["b_format"], args["precision"])
+        operands.input_kinds(a_dt, b_dt, args["a_format"], args["b_format"], args["precision"])
     assert fragment in str(ei.value)
 
 
@@ -443,8 +444,8 @@ def test_torch_fp8_tensors_travel_as_uint8_views(monkeypatch):
         return Viewable(t.shape, "uint8")
 
     cp = SimpleNamespace(ndarray=StubArray, from_dlpack=from_dlpack)
-    x = G._as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fn))
+    x = operands.as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fn))
     assert x.dtype == E4M3 and x.shape == (4, 32) and seen == ["uint8"]
-    assert G._as_cupy(cp, "b", Tensor(fake_torch.float8_e5m2)).dtype == E5M2
+    assert operands.as_cupy(cp, "b", Tensor(fake_torch.float8_e5m2)).dtype == E5M2
     with pytest.raises(TypeError, match="torch.float8_e4m3fnuz is not supported"):
-        G._as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fnuz))
+        operands.as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fnuz))
