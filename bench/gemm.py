@@ -10,10 +10,15 @@ per call with CUDA events (median of `iters` calls); the reported ratio is
 the median over rounds of baseline_time / rawcoop_time (> 1: rawcoop
 faster), because clocks and power drift by up to ~10% within a run.
 
-Suites: main, layouts, batched, epilogue, small_m, pdl (see --help).
+Suites: main, layouts, batched, epilogue, small_m, pdl, and (issue 6) fp8
+(e4m3 per-tensor scaled, vs cuBLASLt through torch._scaled_mm) and tf32
+(precision="tf32", vs cupy.matmul with CuPy's TF32 compute type and
+torch.matmul with TF32 on); see --help.  "% peak" is of the dense peak of the
+input type: 989 (fp16/bf16), 1979 (FP8), 494.5 (TF32) TFLOP/s.
 
-    PYTHONPATH=$PWD python bench/gemm.py [--suite main,layouts,...] [--dtypes bf16,fp16]
+    PYTHONPATH=$PWD python bench/gemm.py [--suite main,layouts,...,fp8,tf32] [--dtypes bf16,fp16]
         [--shapes 4096x4096x4096,...] [--layout TN] [--beta 0] [--variants auto,256:8]
+        [--fp8-shapes MxNxK,...] [--tf32-shapes MxNxK,...]
         [--rounds 5] [--iters 20] [--json out.json] [--plot out.png]
 """
 from __future__ import annotations
@@ -23,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rawcoop.bench import DEFAULT_SHAPES, PEAK_TFLOPS, main  # noqa: E402,F401  (re-exported for old scripts)
+from rawcoop.bench import (DEFAULT_SHAPES, FP8_SHAPES, PEAK_FP8_TFLOPS, PEAK_TF32_TFLOPS,  # noqa: E402,F401
+                           PEAK_TFLOPS, TF32_SHAPES, main)  # (re-exported for scripts)
 
 if __name__ == "__main__":
     sys.exit(main(prog="bench/gemm.py"))

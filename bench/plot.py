@@ -1,11 +1,13 @@
-"""Plot a GEMM results JSON: rawcoop vs cuBLAS TFLOP/s per case (grouped
-bars, one panel per dtype, ratio over each pair, the 989 TFLOP/s dense
-16-bit peak as a dashed line), and print its table.
+"""Plot a GEMM results JSON: rawcoop vs baseline TFLOP/s per case (grouped
+bars, one panel per input type, ratio over each pair, that type's dense peak
+as a dashed line: 989 TFLOP/s for fp16/bf16, 1979 for FP8 (e4m3, the fp8
+suite), 494.5 for TF32 (the tf32 suite)), and print its table.
 
 Reads what ``python -m rawcoop bench --json`` / ``bench/gemm.py --json``
 write, and the older files in bench/results/.  Needs matplotlib.
 
     python bench/plot.py bench/results/gemm_h200_issue5_splitk.json [-o out.png] [--suite main]
+    python bench/plot.py next_session_out/bench.json --suite fp8,tf32 -o fp8_tf32.png
 """
 from __future__ import annotations
 

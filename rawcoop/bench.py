@@ -1,4 +1,5 @@
-"""rawcoop.gemm against cuBLAS (``cupy.matmul``), side by side in one process.
+"""rawcoop.gemm against cuBLAS (``cupy.matmul``; cuBLASLt through torch for fp8),
+side by side in one process.
 
 The one implementation behind ``python -m rawcoop bench`` and
 ``bench/gemm.py`` (and, for the plot, ``bench/plot.py``).
@@ -11,8 +12,9 @@ R rounds rawcoop and the baseline alternate, each timed per call with CUDA
 events (median of ``iters`` calls); the reported ratio is the median over
 rounds of baseline_time / rawcoop_time (> 1: rawcoop faster), because clocks
 and power drift by up to ~10% within a run.  The table also gives the min-max
-of the per-round ratios and each side's fraction of the 989 TFLOP/s dense
-fp16/bf16 peak of an H100/H200 SXM (PEAK_TFLOPS).
+of the per-round ratios and each side's fraction of the dense peak of an
+H100/H200 SXM for the input type: 989 TFLOP/s fp16/bf16 (PEAK_TFLOPS), 1979
+FP8 (PEAK_FP8_TFLOPS), 494.5 TF32 (PEAK_TF32_TFLOPS).
 
 Suites:
   main      --shapes x --dtype x --layout (x --variants), vs cupy.matmul (cuBLAS);
@@ -25,6 +27,23 @@ Suites:
   epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
   small_m   M in {1, 16, 64}, N = K = 8192: swap-AB (default) and forced no-swap
   pdl       a chain of 8 dependent GEMMs with and without programmatic dependent launch
+  fp8       (issue 6) e4m3 x e4m3 per-tensor scaled GEMM, bf16 out (--fp8-shapes), vs
+            cuBLASLt through torch._scaled_mm on the same bytes and scales, with
+            use_fast_accum=False ("cuBLASLt _scaled_mm") and =True ("... fast-accum");
+            % of the 1979 TFLOP/s dense FP8 peak; rel err = rawcoop vs that baseline's
+            output (each row also gives both sides' error vs an fp32 GEMM of the
+            dequantised inputs).  Without a working torch: rawcoop alone, said so.
+  tf32      (issue 6) float32 in/out with precision="tf32" (--tf32-shapes), vs
+            cupy.matmul with CuPy's float32 compute type set to TF32 (cublasGemmEx with
+            CUBLAS_COMPUTE_32F_FAST_TF32: "cuBLAS tf32") and torch.matmul with TF32
+            allowed ("torch tf32"); % of the 494.5 TFLOP/s dense TF32 peak; each row
+            also gives both sides' error vs float64, which shows TF32 really ran
+
+fp8 data: normal samples scaled so that max |x| = 448 (per-tensor amax
+scaling), rounded to e4m3 on the GPU by nearest value, ties to even, from
+ml_dtypes' table of float8_e4m3fn values (bit-identical to ml_dtypes' cast;
+see quantize_e4m3); the dequantisation scale amax/448 goes to both sides as a
+device float32.  A row-major (M, K), B = bt.T of a row-major (N, K) (TN).
 
 Nothing here imports CuPy or touches the GPU at import time: the argument
 parsing, the table and the plot work on a machine without one.
@@ -32,6 +51,7 @@ parsing, the table and the plot work on a machine without one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -39,6 +59,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
@@ -48,6 +69,19 @@ PEAK_TFLOPS = 989.0
 TFLOP/s (NVIDIA datasheet: 989.4 TFLOP/s; the 1979 figure assumes 2:4
 sparsity).  The "% peak" columns and the dashed line of the plot use it."""
 PEAK_LABEL = "H100/H200 SXM dense fp16/bf16 peak"
+PEAK_FP8_TFLOPS = 1979.0
+"""Dense (no sparsity) FP8 tensor-core peak of an H100/H200 SXM in TFLOP/s
+(NVIDIA datasheet: 1,979 TFLOP/s; the 3,958 figure assumes 2:4 sparsity).
+The fp8 suite's "% peak" columns and its plot line use it."""
+PEAK_FP8_LABEL = "H100/H200 SXM dense FP8 peak"
+PEAK_TF32_TFLOPS = 494.5
+"""Dense (no sparsity) TF32 tensor-core peak of an H100/H200 SXM in TFLOP/s
+(NVIDIA datasheet: 494.7; the 989 figure assumes 2:4 sparsity).  The tf32
+suite's "% peak" columns and its plot line use it."""
+PEAK_TF32_LABEL = "H100/H200 SXM dense TF32 peak"
+PEAKS = {"bf16": (PEAK_TFLOPS, PEAK_LABEL), "fp16": (PEAK_TFLOPS, PEAK_LABEL),
+         "e4m3": (PEAK_FP8_TFLOPS, PEAK_FP8_LABEL), "tf32": (PEAK_TF32_TFLOPS, PEAK_TF32_LABEL)}
+"""Row dtype -> (dense peak TFLOP/s, what it is)."""
 
 RESULTS_FORMAT = "rawcoop-bench/1"
 
@@ -55,13 +89,28 @@ DEFAULT_SHAPES = ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "4096x1
                   "8192x8192x28672", "256x16384x4096", "128x8192x8192", "1024x1024x65536")
 """The issue-3/issue-5 main shape set (TN)."""
 
-SUITES = ("main", "layouts", "batched", "epilogue", "small_m", "pdl")
+FP8_SHAPES = ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "128x8192x8192", "4096x7168x16384")
+"""The issue-6 fp8 shape set (TN, e4m3 x e4m3, bf16 out)."""
+TF32_SHAPES = ("4096x4096x4096", "8192x8192x8192", "4096x14336x4096")
+"""The issue-6 tf32 shape set (TN, float32 in and out)."""
+
+SUITES = ("main", "layouts", "batched", "epilogue", "small_m", "pdl", "fp8", "tf32")
 LAYOUTS = ("TN", "NN", "NT", "TT")
 """BLAS-style names as in rawcoop.gemm_configs.LAYOUTS: first letter A
 (T: row-major (M, K), N: column-major), second letter B (N: column-major
 (K, N), i.e. ``bt.T``; T: row-major)."""
 DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16"}
 """Accepted spellings -> the short name used in rows and tables."""
+ROW_DTYPES = dict(DTYPES, e4m3="e4m3", tf32="tf32")
+"""Spellings understood in result rows (the main suite's --dtype takes only DTYPES)."""
+BASE_SCALED_MM = "cuBLASLt _scaled_mm"
+BASE_SCALED_MM_FAST = "cuBLASLt _scaled_mm fast-accum"
+BASE_CUBLAS_TF32 = "cuBLAS tf32"
+BASE_TORCH_TF32 = "torch tf32"
+NO_BASELINE = "none"
+"""Baseline name of a row timed without one (rawcoop alone: torch missing or refusing)."""
+E4M3_MAX = 448.0
+"""Largest finite float8_e4m3fn value: the fp8 data are scaled so that max |x| is this."""
 MAX_REL_ERR = 1e-2
 """A row whose rawcoop output differs from the baseline's by more than this
 (relative Frobenius norm) is reported as a mismatch and fails the run."""
@@ -145,6 +194,27 @@ def parse_suites(text: str) -> list[str]:
     return items
 
 
+def parse_gemm_shapes(text: str, k_multiple: int, what: str) -> list[Shape]:
+    """A comma list of 2-D ``MxNxK`` shapes whose K is a multiple of
+    ``k_multiple`` (rows of 16 bytes: 16 for fp8, 4 for tf32)."""
+    shapes = parse_shapes(text)
+    for s in shapes:
+        if s.batch != 1:
+            raise ValueError(f"bad shape {str(s)!r}: the {what} suite takes MxNxK (no batch)")
+        if s.k % k_multiple:
+            raise ValueError(f"bad shape {str(s)!r}: {what} needs K a multiple of {k_multiple} "
+                             "(rows of 16 bytes)")
+    return shapes
+
+
+def parse_fp8_shapes(text: str) -> list[Shape]:
+    return parse_gemm_shapes(text, 16, "fp8")
+
+
+def parse_tf32_shapes(text: str) -> list[Shape]:
+    return parse_gemm_shapes(text, 4, "tf32")
+
+
 _VARIANT_KEYS = ("block_n", "group", "splits", "cluster")
 
 
@@ -217,6 +287,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
                     help="main suite: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] (SPLITS 0 = auto) "
                          "or key=value pairs of gemm's private _key options (default auto)")
+    ap.add_argument("--fp8-shapes", dest="fp8_shapes", default=[parse_shape(s) for s in FP8_SHAPES], metavar="LIST",
+                    type=_argtype(parse_fp8_shapes, "fp8 shapes"),
+                    help="fp8 suite: comma list of MxNxK, K a multiple of 16 (default: the issue-6 set "
+                         + ",".join(FP8_SHAPES) + ")")
+    ap.add_argument("--tf32-shapes", dest="tf32_shapes", default=[parse_shape(s) for s in TF32_SHAPES],
+                    metavar="LIST", type=_argtype(parse_tf32_shapes, "tf32 shapes"),
+                    help="tf32 suite: comma list of MxNxK, K a multiple of 4 (default: the issue-6 set "
+                         + ",".join(TF32_SHAPES) + ")")
     ap.add_argument("--rounds", type=_positive_int, default=5, metavar="R", help="rounds of alternating timing (default 5)")
     ap.add_argument("--iters", type=_positive_int, default=20, metavar="N", help="timed calls per side and round (default 20)")
     ap.add_argument("--json", metavar="PATH", help="write every row, every round and the environment here")
@@ -243,21 +321,22 @@ def time_calls(cp, fn, n_sets: int, iters: int) -> float:
     return statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)) * 1e-3
 
 
-def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int) -> list[tuple[float, float]]:
+def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int) -> list[tuple[float, float | None]]:
     """Warm-up, then ``rounds`` rounds of (ours, theirs) timings in seconds.
 
     The warm-up calls both sides on every input set: rawcoop builds (and
     caches) a plan per set of pointers, and that host work must not land
-    inside a timed call."""
+    inside a timed call.  ``theirs`` None: rawcoop alone (theirs' time None)."""
     for _ in range(3):
         for i in range(n_sets):
             ours(i)
-            theirs(i)
+            if theirs is not None:
+                theirs(i)
     cp.cuda.Device().synchronize()
     out = []
     for _ in range(rounds):
         to = time_calls(cp, ours, n_sets, iters)
-        tt = time_calls(cp, theirs, n_sets, iters)
+        tt = time_calls(cp, theirs, n_sets, iters) if theirs is not None else None
         out.append((to, tt))
     return out
 
@@ -310,21 +389,164 @@ def n_sets_for(nbytes: int, l2: int) -> int:
     return max(1, min(8, math.ceil(3 * l2 / max(1, nbytes))))
 
 
-def make_row(suite: str, case: str, flops: float, rounds: list[tuple[float, float]], n_sets: int,
+def make_row(suite: str, case: str, flops: float, rounds: list[tuple[float, float | None]], n_sets: int,
              baseline: str = "cuBLAS", extra: dict | None = None, peak: float = PEAK_TFLOPS) -> dict:
-    """One result row from per-round (rawcoop s, baseline s) pairs."""
-    ratios = [tt / to for to, tt in rounds]
+    """One result row from per-round (rawcoop s, baseline s) pairs; a
+    baseline time of None (rawcoop timed alone) leaves the baseline's
+    columns and the ratio None.  ``peak``: the dense peak (TFLOP/s) of the
+    row's input type, kept in the row."""
+    alone = any(tt is None for _, tt in rounds)
     to = statistics.median(t for t, _ in rounds)
-    tt = statistics.median(t for _, t in rounds)
-    row = {"suite": suite, "case": case, "sets": n_sets, "flops": flops,
-           "rawcoop_ms": to * 1e3, "baseline_ms": tt * 1e3, "baseline": baseline,
-           "rawcoop_tflops": flops / to / 1e12, "baseline_tflops": flops / tt / 1e12,
-           "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    row = {"suite": suite, "case": case, "sets": n_sets, "flops": flops, "rawcoop_ms": to * 1e3,
+           "baseline_ms": None, "baseline": baseline, "rawcoop_tflops": flops / to / 1e12, "baseline_tflops": None,
+           "ratio": None, "ratio_min": None, "ratio_max": None, "peak_tflops": peak}
+    if not alone:
+        ratios = [tt / to for to, tt in rounds]
+        tt = statistics.median(t for _, t in rounds)
+        row.update(baseline_ms=tt * 1e3, baseline_tflops=flops / tt / 1e12, ratio=statistics.median(ratios),
+                   ratio_min=min(ratios), ratio_max=max(ratios))
     row["rawcoop_peak_frac"] = row["rawcoop_tflops"] / peak
-    row["baseline_peak_frac"] = row["baseline_tflops"] / peak
-    row["rounds"] = [{"rawcoop_ms": a * 1e3, "baseline_ms": b * 1e3, "ratio": b / a} for a, b in rounds]
+    row["baseline_peak_frac"] = None if alone else row["baseline_tflops"] / peak
+    row["rounds"] = [{"rawcoop_ms": a * 1e3, "baseline_ms": None if b is None else b * 1e3,
+                      "ratio": None if b is None else b / a} for a, b in rounds]
     row.update(extra or {})
     return row
+
+
+def peak_of(row: dict, default: float = PEAK_TFLOPS) -> float:
+    """The dense peak a row's "% peak" refers to: its own ``peak_tflops``,
+    else its dtype's (PEAKS) for fp8/tf32, else ``default`` (the results
+    file's 16-bit peak: older files have no per-row peak)."""
+    p = row.get("peak_tflops")
+    if p:
+        return float(p)
+    dt = ROW_DTYPES.get(str(row.get("dtype")).lower())
+    if dt in ("e4m3", "tf32"):
+        return PEAKS[dt][0]
+    return float(default)
+
+
+def peak_label(dtype: str) -> str:
+    return PEAKS.get(ROW_DTYPES.get(str(dtype).lower(), dtype), (None, PEAK_LABEL))[1]
+
+
+# ---------------------------------------------------------------- fp8 data and compute-type switches
+def e4m3_table():
+    """(values, codes): the finite float8_e4m3fn values as float32 in
+    ascending order and their uint8 codes, from ml_dtypes (-0 left out)."""
+    import ml_dtypes
+    import numpy as np
+    codes = np.arange(256, dtype=np.uint8)
+    vals = codes.view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    keep = np.isfinite(vals) & ~((vals == 0) & np.signbit(vals))
+    order = np.argsort(vals[keep], kind="stable")
+    return vals[keep][order], codes[keep][order]
+
+
+def quantize_e4m3(xp, x, table=None):
+    """uint8 e4m3 codes of float32 ``x`` (clipped to +-448): the nearest
+    e4m3 value, ties to the even code (round to nearest even, as ml_dtypes'
+    ``astype(float8_e4m3fn)``), -0 for negative values that round to zero.
+    ``xp`` is numpy or cupy, so the GPU quantises with the host's table and
+    the CPU tests check it bit for bit against ml_dtypes."""
+    vals, codes = table if table is not None else e4m3_table()
+    vals, codes = xp.asarray(vals), xp.asarray(codes)
+    x = xp.clip(xp.asarray(x, dtype=xp.float32), -E4M3_MAX, E4M3_MAX)
+    mids = (vals[1:] + vals[:-1]) * xp.float32(0.5)          # exact: e4m3 has 3 mantissa bits
+    n = mids.shape[0]
+    idx = xp.searchsorted(mids, x, side="left")              # mids[idx-1] < x <= mids[idx]
+    tie = (idx < n) & (x == mids[xp.minimum(idx, n - 1)])
+    up = xp.minimum(idx + 1, n)
+    pick_up = tie & ((codes[idx] & 1) == 1)
+    fi = xp.where(pick_up, up, idx)
+    out = codes[fi]
+    return xp.where((vals[fi] == 0) & xp.signbit(x), xp.uint8(0x80), out).astype(xp.uint8)
+
+
+def _cupy_linalg():
+    """CuPy's GEMM module when it has the compute-type switch (CuPy >= 8), else None."""
+    try:
+        from cupy._core import _routines_linalg as L
+        L.get_compute_type, L.set_compute_type, L.COMPUTE_TYPE_TF32, L.compute_type_to_str  # noqa: B018
+        return L
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_CUBLAS_COMPUTE = {"COMPUTE_TYPE_TF32": "CUBLAS_COMPUTE_32F_FAST_TF32", "COMPUTE_TYPE_DEFAULT": "CUBLAS_COMPUTE_32F",
+                   "COMPUTE_TYPE_FP32": "CUBLAS_COMPUTE_32F", "COMPUTE_TYPE_PEDANTIC": "CUBLAS_COMPUTE_32F_PEDANTIC"}
+"""CuPy float32 compute type -> what cupy.matmul passes to cublasGemmEx (tensordot_core_v11)."""
+
+
+@contextlib.contextmanager
+def cupy_f32_compute_type(cp, name: str):
+    """Within the block, cupy.matmul on float32 uses CuPy compute type
+    ``name`` ("TF32" or "DEFAULT"); yields what CuPy then reports, e.g.
+    "COMPUTE_TYPE_TF32".  CuPy reads CUPY_TF32 once, lazily, at the first
+    float32 GEMM of the process (not at import); ``set_compute_type`` is the
+    switch behind it.  Without that switch: CUPY_TF32 is set (effective only
+    if no float32 GEMM ran yet) and "unknown (CUPY_TF32=1 set)" is yielded."""
+    L = _cupy_linalg()
+    if L is None:
+        old_env = os.environ.get("CUPY_TF32")
+        if name == "TF32":
+            os.environ["CUPY_TF32"] = "1"
+        try:
+            yield "unknown (CUPY_TF32=1 set)" if name == "TF32" else "unknown"
+        finally:
+            if old_env is None:
+                os.environ.pop("CUPY_TF32", None)
+            else:
+                os.environ["CUPY_TF32"] = old_env
+        return
+    old = L.get_compute_type(cp.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        L.set_compute_type(cp.float32, getattr(L, "COMPUTE_TYPE_" + name))
+    try:
+        yield str(L.compute_type_to_str(L.get_compute_type(cp.float32)))
+    finally:
+        L.set_compute_type(cp.float32, old)
+
+
+@contextlib.contextmanager
+def torch_tf32(torch):
+    """Within the block torch's float32 matmuls may use TF32; yields the
+    setting used.  torch >= 2.9 has ``torch.backends.cuda.matmul.fp32_precision``
+    and raises RuntimeError when it is mixed with the legacy ``allow_tf32``,
+    so the legacy flag is touched only where the new one does not exist."""
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        old = m.fp32_precision
+        m.fp32_precision = "tf32"
+        try:
+            yield 'torch.backends.cuda.matmul.fp32_precision = "tf32"'
+        finally:
+            m.fp32_precision = old
+    else:
+        old = m.allow_tf32
+        m.allow_tf32 = True
+        try:
+            yield "torch.backends.cuda.matmul.allow_tf32 = True"
+        finally:
+            m.allow_tf32 = old
+
+
+def import_torch():
+    """(torch, None) when torch imports and sees a GPU, else (None, why).
+    Any exception counts: a previous session saw ``import torch`` raise
+    RuntimeError on the H200 machine."""
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        return None, f"import torch failed: {type(e).__name__}: {msg}"
+    try:
+        if not torch.cuda.is_available():
+            return None, f"torch {torch.__version__} sees no CUDA GPU"
+    except Exception as e:  # noqa: BLE001
+        return None, f"torch.cuda.is_available() failed: {type(e).__name__}: {e}"
+    return torch, None
 
 
 # ---------------------------------------------------------------- summary
@@ -341,8 +563,8 @@ def normalize_row(row: dict) -> dict:
         r["rel_err"] = r["rel_err_vs_cublas"]
     case = r.get("case")
     tokens = str(case).split() if case else []
-    dtype = r.get("dtype") or (tokens[0] if tokens and tokens[0].lower() in DTYPES else None)
-    r["dtype"] = DTYPES.get(str(dtype).lower(), dtype) if dtype else "?"
+    dtype = r.get("dtype") or (tokens[0] if tokens and tokens[0].lower() in ROW_DTYPES else None)
+    r["dtype"] = ROW_DTYPES.get(str(dtype).lower(), dtype) if dtype else "?"
     if not case:
         case = " ".join(str(x) for x in (r["dtype"], r.get("shape", "?"), r.get("variant") or "") if x)
         r["case"] = case
@@ -356,7 +578,7 @@ def normalize_row(row: dict) -> dict:
             label += f" beta={r['beta']:g}"
     else:
         toks = str(case).split()
-        if toks and toks[0].lower() in DTYPES:
+        if toks and toks[0].lower() in ROW_DTYPES:
             toks = toks[1:]
         label = " ".join(toks) or str(case)
     r["label"] = label
@@ -394,7 +616,8 @@ def _fmt(v, spec):
 def format_table(rows, peak: float = PEAK_TFLOPS) -> str:
     """Side-by-side markdown table per suite: rawcoop and baseline TFLOP/s,
     ratio (baseline time / rawcoop time), min-max of the per-round ratios, and
-    the fraction of ``peak`` each reaches."""
+    the fraction of the dense peak of the row's input type each reaches
+    (``peak`` for 16-bit rows of files without per-row peaks; PEAKS)."""
     rows = [normalize_row(r) for r in rows]
     blocks = []
     for suite in dict.fromkeys(r["suite"] for r in rows):
@@ -412,9 +635,10 @@ def format_table(rows, peak: float = PEAK_TFLOPS) -> str:
         for r in rs:
             rt, bt = r.get("rawcoop_tflops"), r.get("baseline_tflops")
             lo, hi = r.get("ratio_min"), r.get("ratio_max")
+            pk = peak_of(r, peak)
             line = [r["case"], _fmt(rt, ".1f"), _fmt(bt, ".1f"), _fmt(r.get("ratio"), ".3f"),
                     f"{lo:.3f}-{hi:.3f}" if lo is not None and hi is not None else "-",
-                    _fmt(None if rt is None else rt / peak, ".1%"), _fmt(None if bt is None else bt / peak, ".1%")]
+                    _fmt(None if rt is None else rt / pk, ".1%"), _fmt(None if bt is None else bt / pk, ".1%")]
             if not only_cublas:
                 line.insert(1, r["baseline"])
             if has_err:
@@ -441,13 +665,33 @@ def format_geomeans(rows) -> str:
     return "geomean of ratios (baseline time / rawcoop time):\n" + "\n".join(lines) if lines else ""
 
 
+def format_peaks(rows, peak: float = PEAK_TFLOPS) -> str:
+    """What the "% peak" columns refer to, for the input types in ``rows``."""
+    seen: dict = {}
+    for r in map(normalize_row, rows):
+        dt = r["dtype"] if r["dtype"] in ("e4m3", "tf32") else "16-bit"
+        seen.setdefault(dt, (peak_of(r, peak), peak_label(r["dtype"]) if dt != "16-bit" else PEAK_LABEL))
+    if not seen:
+        seen["16-bit"] = (peak, PEAK_LABEL)
+    order = {"16-bit": 0, "e4m3": 1, "tf32": 2}
+    parts = [f"{p:g} TFLOP/s ({label})" + ("" if dt == "16-bit" or len(seen) == 1 else f" for {dt}")
+             for dt, (p, label) in sorted(seen.items(), key=lambda kv: order.get(kv[0], 3))]
+    return "% peak of " + ", ".join(parts)
+
+
 def format_report(results: dict) -> str:
     """The table(s), the geomeans, and the legend line, for a results dict."""
     peak = float(results.get("peak_tflops") or PEAK_TFLOPS)
     rows = results.get("rows") or []
-    parts = [format_table(rows, peak), format_geomeans(rows),
-             f"ratio = baseline time / rawcoop time (> 1: rawcoop faster), median over rounds; "
-             f"% peak of {peak:g} TFLOP/s ({PEAK_LABEL})"]
+    legend = ("ratio = baseline time / rawcoop time (> 1: rawcoop faster), median over rounds; "
+              + format_peaks(rows, peak))
+    if any(normalize_row(r)["suite"] == "fp8" for r in rows):
+        legend += ("\nfp8 rel err: rawcoop's bf16 output vs the row's baseline output (cuBLASLt through "
+                   "torch._scaled_mm, same bytes and scales), relative Frobenius norm")
+    if any(r.get("baseline") == NO_BASELINE for r in rows):
+        legend += (f"\nbaseline {NO_BASELINE}: rawcoop timed alone (the row's baseline_skipped says why); its rel err "
+                   "is vs an fp32 GEMM of the same (dequantised) inputs")
+    parts = [format_table(rows, peak), format_geomeans(rows), legend]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -602,19 +846,25 @@ class Bench:
         self.rows: list[dict] = []
         self.on_row = on_row
         self._axpby = None
+        self._torch = None
+        self._e4m3 = None
 
     def rand(self, shape, dt, seed):
         rs = self.cp.random.RandomState(seed)
         return rs.standard_normal(shape, dtype=self.cp.float32).astype(dt)
 
-    def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None):
+    def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None, peak=PEAK_TFLOPS):
+        """Time ``ours`` against ``theirs`` (None: ours alone) and keep the row."""
         rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters)
-        row = make_row(suite, label, flops, rounds, n_sets, baseline, extra)
+        row = make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak)
         self.rows.append(row)
+        if row["ratio"] is None:
+            vs = f"  (no baseline: {row.get('baseline_skipped', 'none')})"
+        else:
+            vs = (f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
+                  f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]")
         print(f"{suite:8s} {label:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_peak_frac']:5.1%})"
-              f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
-              f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]" +
-              (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else ""), flush=True)
+              + vs + (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else ""), flush=True)
         if self.on_row is not None:
             self.on_row(row)
         return row
@@ -868,10 +1118,222 @@ class Bench:
             self.free()
 
 
+    # ------------------------------------------------------------ issue 6: fp8 and tf32
+    def torch(self):
+        """(torch, None) or (None, why), imported once."""
+        if self._torch is None:
+            self._torch = import_torch()
+        return self._torch
+
+    def rel_err64(self, d, ref64):
+        """Relative Frobenius error of ``d`` against a float64 reference."""
+        cp = self.cp
+        den = float(cp.linalg.norm(ref64))
+        return float(cp.linalg.norm(d.astype(cp.float64) - ref64)) / (den or 1.0)
+
+    def fp8_operand(self, rows: int, cols: int, seed: int):
+        """(uint8 e4m3 codes, row-major (rows, cols); dequantisation scale as
+        a float32-representable float): normal samples x, scaled by
+        448 / max|x| and rounded to e4m3 on the GPU (quantize_e4m3, ml_dtypes'
+        table), so that scale * value ~ x."""
+        cp, np = self.cp, self.np
+        if self._e4m3 is None:
+            vals, codes = e4m3_table()
+            self._e4m3 = (cp.asarray(vals), cp.asarray(codes))
+        x = cp.random.RandomState(seed).standard_normal((rows, cols), dtype=cp.float32)
+        amax = float(cp.abs(x).max())
+        mul = cp.float32(E4M3_MAX / amax)
+        q = cp.empty((rows, cols), dtype=cp.uint8)
+        xf, qf = x.ravel(), q.ravel()
+        step = 1 << 24                                   # bounded temporaries (searchsorted's int64 indices)
+        for lo in range(0, xf.size, step):
+            qf[lo:lo + step] = quantize_e4m3(cp, xf[lo:lo + step] * mul, self._e4m3)
+        del x, xf
+        return q, float(np.float32(amax / E4M3_MAX))
+
+    def _scaled_mm(self, torch, TA, TB, TSA, TSB, TD, fast: bool):
+        """(fn(i), call text, writes_out, None) timing cuBLASLt through
+        torch._scaled_mm on set i, or (None, None, False, why) when torch
+        refuses.  fn writes into TD[i] (bf16 views of CuPy memory) when
+        ``out=`` is accepted (writes_out), else returns torch's output."""
+        kw = dict(out_dtype=torch.bfloat16, use_fast_accum=fast)
+        text = (f"torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, "
+                f"use_fast_accum={fast}")
+        try:
+            torch._scaled_mm(TA[0], TB[0], scale_a=TSA[0], scale_b=TSB[0], out=TD[0], **kw)
+
+            def with_out(i):
+                return torch._scaled_mm(TA[i], TB[i], scale_a=TSA[i], scale_b=TSB[i], out=TD[i], **kw)
+            return with_out, text + ", out=d)", True, None
+        except (TypeError, RuntimeError, ValueError):
+            pass
+        try:
+            torch._scaled_mm(TA[0], TB[0], scale_a=TSA[0], scale_b=TSB[0], **kw)
+        except (TypeError, RuntimeError, ValueError) as e:
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            return None, None, False, f"torch._scaled_mm refused: {type(e).__name__}: {msg}"
+
+        def no_out(i):
+            r = torch._scaled_mm(TA[i], TB[i], scale_a=TSA[i], scale_b=TSB[i], **kw)
+            return r[0] if isinstance(r, tuple) else r       # torch < 2.4: (out, amax)
+        return no_out, text + ")  [out= refused: torch allocates the output]", False, None
+
+    def fp8(self):
+        """issue 6: e4m3 x e4m3 with per-tensor device scales, bf16 out, TN,
+        vs cuBLASLt through torch._scaled_mm on the same bytes and scales."""
+        import ml_dtypes
+
+        import rawcoop
+        cp, np = self.cp, self.np
+        bf16 = self.dtypes["bf16"]
+        torch, why = self.torch()
+        if torch is not None and not (hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")):
+            torch, why = None, f"torch {torch.__version__} has no _scaled_mm or float8_e4m3fn"
+        if torch is None:
+            print(f"fp8      SKIP the cuBLASLt baseline ({why}): timing rawcoop alone", flush=True)
+        else:
+            print(f"fp8      baseline: cuBLASLt through torch._scaled_mm (torch {torch.__version__}), "
+                  "use_fast_accum False and True", flush=True)
+        lut = cp.asarray(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32))
+        call = ('rawcoop.gemm(a, bt.T, a_format="e4m3", b_format="e4m3", scale_a=sa, scale_b=sb, '
+                'out_dtype=bfloat16, out=d)')
+        for shape in self.args.fp8_shapes:
+            m, n, k = shape.m, shape.n, shape.k
+            sets = n_sets_for(m * k + n * k + 2 * m * n, self.info.l2_bytes)
+            A, BT, sa, sb = [], [], [], []
+            for i in range(sets):
+                a, x = self.fp8_operand(m, k, 100 + 10 * i)
+                bt, y = self.fp8_operand(n, k, 101 + 10 * i)
+                A.append(a)
+                BT.append(bt)
+                sa.append(x)
+                sb.append(y)
+            SA = [cp.asarray([v], dtype=cp.float32) for v in sa]
+            SB = [cp.asarray([v], dtype=cp.float32) for v in sb]
+            D = [cp.empty((m, n), dtype=bf16) for _ in range(sets)]
+
+            def ours(i):
+                return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i], scale_b=SB[i],
+                                    out_dtype=bf16, out=D[i])
+            ours(0)
+            with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
+                ref32 = cp.matmul(lut[A[0].astype(cp.int32)], lut[BT[0].astype(cp.int32)].T)
+            ref32 *= cp.float32(sa[0] * sb[0])
+            label = f"e4m3 {shape} TN"
+            common = {"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1, "out_dtype": "bf16",
+                      "scale_a": sa[0], "scale_b": sb[0], "rawcoop_call": call,
+                      "rawcoop_err_fp32": self.rel_err(D[0], ref32)}
+            timed = False
+            skipped = why
+            if torch is not None:
+                try:
+                    TA = [torch.as_tensor(a, device="cuda").view(torch.float8_e4m3fn) for a in A]
+                    TB = [torch.as_tensor(bt, device="cuda").view(torch.float8_e4m3fn).t() for bt in BT]
+                    TSA = [torch.tensor(v, dtype=torch.float32, device="cuda") for v in sa]
+                    TSB = [torch.tensor(v, dtype=torch.float32, device="cuda") for v in sb]
+                    OUT = [cp.empty((m, n), dtype=bf16) for _ in range(sets)]
+                    TD = [torch.as_tensor(o.view(cp.int16), device="cuda").view(torch.bfloat16) for o in OUT]
+                    for fast, bname in ((False, BASE_SCALED_MM), (True, BASE_SCALED_MM_FAST)):
+                        fn, text, writes_out, refused = self._scaled_mm(torch, TA, TB, TSA, TSB, TD, fast)
+                        if fn is None:
+                            skipped = refused
+                            print(f"fp8      {label}: {refused}", flush=True)
+                            continue
+                        r0 = fn(0)
+                        ref = OUT[0] if writes_out else cp.asarray(r0.view(torch.int16)).view(bf16)
+                        extra = dict(common, rel_err=self.rel_err(D[0], ref), err_vs=bname, baseline_call=text,
+                                     use_fast_accum=fast, baseline_err_fp32=self.rel_err(ref, ref32),
+                                     torch=torch.__version__)
+                        self.record("fp8", label, shape.flops, ours, fn, sets, baseline=bname, peak=PEAK_FP8_TFLOPS,
+                                    extra=extra)
+                        timed = True
+                    del TA, TB, TSA, TSB, TD, OUT
+                except Exception as e:  # noqa: BLE001 - a broken torch drops the baseline, not the suite
+                    skipped = f"torch baseline failed: {type(e).__name__}: {e}"
+                    print(f"fp8      {label}: {skipped}", flush=True)
+            if not timed:
+                self.record("fp8", label, shape.flops, ours, None, sets, baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
+                            extra=dict(common, rel_err=common["rawcoop_err_fp32"],
+                                       err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped))
+            del A, BT, SA, SB, D, ref32
+            self.free()
+            if torch is not None:
+                with contextlib.suppress(Exception):
+                    torch.cuda.empty_cache()
+
+    def tf32(self):
+        """issue 6: float32 in/out with precision="tf32", TN, vs cupy.matmul
+        with CuPy's float32 compute type TF32 and torch.matmul with TF32 on."""
+        import rawcoop
+        cp = self.cp
+        torch, why = self.torch()
+        if torch is None:
+            print(f"tf32     SKIP the torch baseline ({why})", flush=True)
+        told = False
+        for shape in self.args.tf32_shapes:
+            m, n, k = shape.m, shape.n, shape.k
+            sets = n_sets_for(4 * (m * k + n * k + m * n), self.info.l2_bytes)
+            A = [self.rand((m, k), cp.float32, 200 + 10 * i) for i in range(sets)]
+            BT = [self.rand((n, k), cp.float32, 201 + 10 * i) for i in range(sets)]
+            D = [cp.empty((m, n), dtype=cp.float32) for _ in range(sets)]
+
+            def ours(i):
+                return rawcoop.gemm(A[i], BT[i].T, precision="tf32", out=D[i])
+            d0 = rawcoop.gemm(A[0], BT[0].T, precision="tf32")
+            ref64 = cp.matmul(A[0].astype(cp.float64), BT[0].astype(cp.float64).T)
+            label = f"tf32 {shape} TN"
+            common = {"dtype": "tf32", "shape": str(shape), "layout": "TN", "batch": 1, "out_dtype": "float32",
+                      "rawcoop_err_fp64": self.rel_err64(d0, ref64)}
+            with cupy_f32_compute_type(cp, "TF32") as ctype:
+                cublas_ct = _CUBLAS_COMPUTE.get(ctype, "?")
+                if not told:
+                    print(f"tf32     cupy.matmul on float32: CuPy compute type {ctype} -> cublasGemmEx compute "
+                          f"{cublas_ct}", flush=True)
+                ref = cp.matmul(A[0], BT[0].T)
+                e64 = self.rel_err64(ref, ref64)
+                if e64 < 5e-5:
+                    print(f"tf32     WARNING {label}: cupy.matmul's error vs float64 is {e64:.1e}, as full fp32 "
+                          "would give; TF32 gives ~1e-4..1e-3.  The cuBLAS baseline did NOT run in TF32.",
+                          file=sys.stderr, flush=True)
+                self.record("tf32", label, shape.flops, ours, lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                            baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
+                            peak=PEAK_TF32_TFLOPS,
+                            extra=dict(common, rel_err=self.rel_err(d0, ref), err_vs="cupy.matmul",
+                                       cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
+                                       baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
+                del ref
+            if torch is not None:
+                try:
+                    TA = [torch.as_tensor(a, device="cuda") for a in A]
+                    TB = [torch.as_tensor(bt, device="cuda").t() for bt in BT]
+                    TD = [torch.as_tensor(d, device="cuda") for d in D]
+                    with torch_tf32(torch) as setting:
+                        if not told:
+                            print(f"tf32     torch.matmul on float32 (torch {torch.__version__}) with {setting}",
+                                  flush=True)
+                        ref = cp.asarray(torch.matmul(TA[0], TB[0]))
+                        e64 = self.rel_err64(ref, ref64)
+                        if e64 < 5e-5:
+                            print(f"tf32     WARNING {label}: torch.matmul's error vs float64 is {e64:.1e}: not TF32",
+                                  file=sys.stderr, flush=True)
+                        self.record("tf32", label, shape.flops, ours, lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
+                                    sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS,
+                                    extra=dict(common, rel_err=self.rel_err(d0, ref), err_vs="torch.matmul",
+                                               torch_setting=setting, torch=torch.__version__,
+                                               baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
+                    del TA, TB, TD, ref
+                except Exception as e:  # noqa: BLE001 - a broken torch drops this baseline only
+                    print(f"tf32     torch baseline failed on {label}: {type(e).__name__}: {e}", flush=True)
+            told = True
+            del A, BT, D, d0, ref64
+            self.free()
+
 # ---------------------------------------------------------------- results files
 def settings_of(args) -> dict:
     return {"suites": list(args.suite), "dtypes": list(args.dtypes), "shapes": [str(s) for s in args.shapes],
             "layouts": list(args.layouts), "beta": args.beta, "variants": [v for v, _ in args.variants],
+            "fp8_shapes": [str(s) for s in getattr(args, "fp8_shapes", None) or []],
+            "tf32_shapes": [str(s) for s in getattr(args, "tf32_shapes", None) or []],
             "rounds": args.rounds, "iters": args.iters}
 
 
@@ -910,25 +1372,28 @@ def _figure_class():
 
 def plot_results(results: dict, path, *, suites=None, title: str | None = None) -> Path:
     """Grouped bars of rawcoop vs baseline TFLOP/s per case, one panel per
-    dtype, the ratio written over each pair and the dense 16-bit peak as a
-    dashed line; written to ``path`` (PNG).  Reads every results format in
-    bench/results/."""
+    input type (bf16, fp16, e4m3, tf32), the ratio written over each pair and
+    that type's dense peak (PEAKS; the file's ``peak_tflops`` for 16-bit) as
+    a dashed line; written to ``path`` (PNG).  Rows timed without a baseline
+    get the rawcoop bar alone.  Reads every results format in bench/results/."""
     Figure = _figure_class()
-    peak = float(results.get("peak_tflops") or PEAK_TFLOPS)
+    peak16 = float(results.get("peak_tflops") or PEAK_TFLOPS)
     rows = [normalize_row(r) for r in results.get("rows") or []]
     if suites:
         rows = [r for r in rows if r["suite"] in suites]
-    rows = [r for r in rows if r.get("rawcoop_tflops") is not None and r.get("baseline_tflops") is not None]
+    rows = [r for r in rows if r.get("rawcoop_tflops") is not None and
+            (r.get("baseline_tflops") is not None or r.get("baseline") == NO_BASELINE)]
     if not rows:
         raise ValueError("nothing to plot: no rows with rawcoop and baseline TFLOP/s" +
                          (f" in suites {', '.join(suites)}" if suites else ""))
-    order = {"bf16": 0, "fp16": 1}
-    dtypes = sorted(dict.fromkeys(r["dtype"] for r in rows), key=lambda d: (order.get(d, 2), d))
+    order = {"bf16": 0, "fp16": 1, "e4m3": 2, "tf32": 3}
+    dtypes = sorted(dict.fromkeys(r["dtype"] for r in rows), key=lambda d: (order.get(d, 4), d))
     widest = max(sum(r["dtype"] == d for r in rows) for d in dtypes)
     fig = Figure(figsize=(max(7.0, 1.0 * widest + 2.5), 4.6 * len(dtypes)), constrained_layout=True)
     axes = fig.subplots(len(dtypes), 1, squeeze=False)[:, 0]
     for ax, dt in zip(axes, dtypes):
         rs = [r for r in rows if r["dtype"] == dt]
+        peak = peak_of(rs[0], peak16)
         multi_suite = len({r["suite"] for r in rs}) > 1
         only_cublas = all(r["baseline"] == "cuBLAS" for r in rs)
         labels = []
@@ -940,18 +1405,20 @@ def plot_results(results: dict, path, *, suites=None, title: str | None = None) 
         x = list(range(len(rs)))
         w = 0.38
         ours = [r["rawcoop_tflops"] for r in rs]
-        theirs = [r["baseline_tflops"] for r in rs]
+        theirs = [r.get("baseline_tflops") for r in rs]
         ax.bar([i - w / 2 for i in x], ours, w, label="rawcoop", color="#2f6db5")
-        ax.bar([i + w / 2 for i in x], theirs, w, label="cuBLAS" if only_cublas else "baseline (cuBLAS unless named)",
-               color="#e08a2c")
-        top = max(peak, max(ours), max(theirs))
+        have = [(i, t) for i, t in zip(x, theirs) if t is not None]
+        if have:
+            ax.bar([i + w / 2 for i, _ in have], [t for _, t in have], w,
+                   label="cuBLAS" if only_cublas else "baseline (cuBLAS unless named)", color="#e08a2c")
+        top = max([peak, *ours, *(t for _, t in have)])
         for i, r in enumerate(rs):
             ratio = r.get("ratio")
             if ratio is None:
                 continue
             ax.annotate(f"{ratio:.2f}×", (i, max(ours[i], theirs[i]) + 0.015 * top), ha="center", va="bottom",
                         fontsize=8)
-        ax.axhline(peak, ls="--", lw=1.0, color="0.35", label=f"{peak:g} TFLOP/s ({PEAK_LABEL})")
+        ax.axhline(peak, ls="--", lw=1.0, color="0.35", label=f"{peak:g} TFLOP/s ({peak_label(dt)})")
         ax.set_xticks(x)
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
         ax.set_ylim(0, top * 1.3)
@@ -974,7 +1441,8 @@ def plot_results(results: dict, path, *, suites=None, title: str | None = None) 
 def run(args) -> dict:
     """Run the selected suites; returns the results dict (rows, env, settings)."""
     env = environment(0)
-    results = {"format": RESULTS_FORMAT, "gpu": None, "peak_tflops": PEAK_TFLOPS, "peak": PEAK_LABEL, "env": env,
+    results = {"format": RESULTS_FORMAT, "gpu": None, "peak_tflops": PEAK_TFLOPS, "peak": PEAK_LABEL,
+               "peaks": {dt: {"tflops": p, "what": label} for dt, (p, label) in PEAKS.items()}, "env": env,
                "settings": settings_of(args), "rows": []}
     results["gpu"] = _gpu_name(results)
 
@@ -986,7 +1454,19 @@ def run(args) -> dict:
     print(f"GPU {b.info.name}, {b.info.sm_count} SMs, L2 {b.info.l2_bytes / 2**20:.0f} MiB; "
           f"rounds={args.rounds} iters={args.iters}; ratio = baseline time / rawcoop time", flush=True)
     for suite in args.suite:
-        getattr(b, suite)()
+        try:
+            getattr(b, suite)()
+        except Exception as e:  # noqa: BLE001 - one broken suite must not lose the others' rows
+            import traceback
+            traceback.print_exc()
+            print(f"rawcoop bench: suite {suite} FAILED ({type(e).__name__}: {e}); going on with the next",
+                  file=sys.stderr, flush=True)
+            results.setdefault("failed_suites", []).append({"suite": suite, "error": f"{type(e).__name__}: {e}"})
+            try:
+                b.cp.cuda.Device().synchronize()
+                b.free()
+            except Exception:  # noqa: BLE001 - a sticky CUDA error: the next suites will say so
+                pass
     env["nvidia_smi_end"] = nvidia_smi(_bus_id(0))
     results["geomean"] = geomeans(results["rows"])
     save()
@@ -1001,11 +1481,18 @@ def _check_output(path, what) -> str | None:
 
 def execute(args) -> int:
     """Run the benchmark for parsed ``args``; 0 on success, 1 when there is no
-    usable GPU (nothing measured), when a result mismatched, or when the plot failed."""
+    usable GPU (nothing measured), when a result mismatched, when a suite
+    failed (the others still ran), or when the plot failed."""
     for problem in (_check_output(args.json, "--json"), _check_output(args.plot, "--plot")):
         if problem:
             print(f"rawcoop bench: {problem}", file=sys.stderr)
             return 2
+    if "tf32" in args.suite and _cupy_linalg() is None and os.environ.get("CUPY_TF32") != "1":
+        # CuPy reads CUPY_TF32 once, at the process's first float32 GEMM; without the
+        # set_compute_type switch this is the only way to its TF32 path (the fp32 reference
+        # of the fp8 suite is then TF32 too, which the tf32 rows' float64 check would not see).
+        os.environ["CUPY_TF32"] = "1"
+        print("rawcoop bench: this CuPy has no set_compute_type; CUPY_TF32=1 set for the tf32 suite", flush=True)
     problem = gpu_problem(0)
     if problem:
         print(f"rawcoop bench: {problem}; nothing was measured.", file=sys.stderr)
@@ -1020,9 +1507,13 @@ def execute(args) -> int:
     print()
     print(format_report(results))
     rc = 0
+    for f in results.get("failed_suites") or []:
+        print(f"FAILED suite {f['suite']}: {f['error']}", file=sys.stderr)
+        rc = 1
     bad = [r for r in results["rows"] if r.get("rel_err") is not None and not r["rel_err"] <= MAX_REL_ERR]
     for r in bad:
-        print(f"MISMATCH {r['suite']} {r['case']}: rawcoop differs from the baseline by {r['rel_err']:.2e} "
+        print(f"MISMATCH {r['suite']} {r['case']}: rawcoop differs from {r.get('err_vs') or 'the baseline'} "
+              f"by {r['rel_err']:.2e} "
               f"(relative Frobenius norm > {MAX_REL_ERR:g})", file=sys.stderr)
         rc = 1
     if args.json:

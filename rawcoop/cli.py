@@ -196,7 +196,8 @@ def main(argv=None) -> int:
     sub.add_parser("demo", help="run the kernels once on the GPU and check them")
     from . import bench
     bench.add_arguments(sub.add_parser(
-        "bench", help="rawcoop.gemm vs cuBLAS (cupy.matmul): side-by-side table, ratios, JSON, plot (needs a GPU)",
+        "bench", help="rawcoop.gemm vs cuBLAS (cupy.matmul; fp8: cuBLASLt via torch._scaled_mm; tf32: cuBLAS and "
+                      "torch in TF32): side-by-side table, ratios, JSON, plot (needs a GPU)",
         description=bench.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     args = ap.parse_args(argv)
     if args.cmd is None:

@@ -270,3 +270,533 @@ def test_help_of_both_front_ends():
     assert r.returncode == 0 and "--shapes" in r.stdout and "--plot" in r.stdout and "--beta" in r.stdout
     r = _run([str(ROOT / "bench" / "gemm.py"), "--help"], module=False)
     assert r.returncode == 0 and "--suite" in r.stdout and "--variants" in r.stdout
+
+
+# ------------------------------------------------------------------ issue 6: fp8 and tf32 suites
+def test_fp8_tf32_suites_parse():
+    assert "fp8" in bench.SUITES and "tf32" in bench.SUITES
+    assert bench.parse_suites("fp8,tf32") == ["fp8", "tf32"]
+    assert {"fp8", "tf32"} <= set(bench.parse_suites("all"))
+    a = _bench_args(["--suite", "fp8,tf32"])
+    assert a.suite == ["fp8", "tf32"]
+    assert [str(s) for s in a.fp8_shapes] == list(bench.FP8_SHAPES)
+    assert [str(s) for s in a.tf32_shapes] == list(bench.TF32_SHAPES)
+    assert bench.FP8_SHAPES == ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "128x8192x8192",
+                                "4096x7168x16384")
+    assert bench.TF32_SHAPES == ("4096x4096x4096", "8192x8192x8192", "4096x14336x4096")
+    a = _bench_args(["--suite", "main,fp8,tf32", "--dtype", "bfloat16,float16", "--fp8-shapes", "256x512x1024",
+                     "--tf32-shapes", "64x64x36"])
+    assert a.suite == ["main", "fp8", "tf32"] and a.dtypes == ["bf16", "fp16"]
+    assert a.fp8_shapes == [(256, 512, 1024, 1)] and a.tf32_shapes == [(64, 64, 36, 1)]
+    st = bench.settings_of(a)
+    assert st["fp8_shapes"] == ["256x512x1024"] and st["tf32_shapes"] == ["64x64x36"]
+    b = bench.build_parser("bench/gemm.py").parse_args(["--suite", "fp8"])      # bench/gemm.py --suite fp8
+    assert b.suite == ["fp8"]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--fp8-shapes", "128x128x100"], "fp8 needs K a multiple of 16"),
+    (["--fp8-shapes", "128x128x128x2"], "no batch"),
+    (["--tf32-shapes", "64x64x30"], "tf32 needs K a multiple of 4"),
+    (["--tf32-shapes", "64x64"], "bad shape '64x64'"),
+    (["--suite", "fp8,int8"], "unknown suite 'int8'"),
+    (["--dtype", "e4m3"], "unknown dtype 'e4m3'"),          # --dtype is the main suite's; fp8/tf32 have theirs
+])
+def test_fp8_tf32_bad_arguments(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", *argv])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_peak_constants():
+    assert bench.PEAK_FP8_TFLOPS == 1979.0 and bench.PEAK_TF32_TFLOPS == 494.5 and bench.PEAK_TFLOPS == 989.0
+    assert "dense FP8" in bench.PEAK_FP8_LABEL and "H100/H200 SXM" in bench.PEAK_FP8_LABEL
+    assert "dense TF32" in bench.PEAK_TF32_LABEL
+    assert bench.PEAKS["e4m3"][0] == 1979.0 and bench.PEAKS["tf32"][0] == 494.5
+    assert bench.PEAKS["bf16"][0] == bench.PEAKS["fp16"][0] == 989.0
+
+
+def _fp8_tf32_results():
+    fl8 = 2.0 * 8192 ** 3
+    fp8 = [
+        bench.make_row("fp8", "e4m3 8192x8192x8192 TN", fl8, [(1.0e-3, 1.1e-3), (1.0e-3, 1.3e-3), (1.0e-3, 1.2e-3)],
+                       1, baseline=bench.BASE_SCALED_MM, peak=bench.PEAK_FP8_TFLOPS,
+                       extra={"dtype": "e4m3", "shape": "8192x8192x8192", "layout": "TN", "batch": 1,
+                              "rel_err": 3.1e-3, "err_vs": bench.BASE_SCALED_MM}),
+        bench.make_row("fp8", "e4m3 8192x8192x8192 TN", fl8, [(1.0e-3, 0.9e-3)], 1,
+                       baseline=bench.BASE_SCALED_MM_FAST, peak=bench.PEAK_FP8_TFLOPS,
+                       extra={"dtype": "e4m3", "shape": "8192x8192x8192", "layout": "TN", "batch": 1,
+                              "rel_err": 2.5e-3}),
+        bench.make_row("fp8", "e4m3 128x8192x8192 TN", 2.0 * 128 * 8192 ** 2, [(1.0e-4, None), (1.1e-4, None)], 3,
+                       baseline=bench.NO_BASELINE, peak=bench.PEAK_FP8_TFLOPS,
+                       extra={"dtype": "e4m3", "shape": "128x8192x8192", "layout": "TN", "batch": 1,
+                              "rel_err": 2.0e-3, "baseline_skipped": "import torch failed: RuntimeError: x"}),
+    ]
+    fl = 2.0 * 4096 ** 3
+    tf32 = [
+        bench.make_row("tf32", "tf32 4096x4096x4096 TN", fl, [(1.0e-3, 1.0e-3)], 3, baseline=bench.BASE_CUBLAS_TF32,
+                       peak=bench.PEAK_TF32_TFLOPS,
+                       extra={"dtype": "tf32", "shape": "4096x4096x4096", "layout": "TN", "batch": 1,
+                              "rel_err": 4e-4}),
+        bench.make_row("tf32", "tf32 4096x4096x4096 TN", fl, [(1.0e-3, 1.5e-3)], 3, baseline=bench.BASE_TORCH_TF32,
+                       peak=bench.PEAK_TF32_TFLOPS,
+                       extra={"dtype": "tf32", "shape": "4096x4096x4096", "layout": "TN", "batch": 1,
+                              "rel_err": 5e-4}),
+    ]
+    res = _synthetic_results()
+    res["rows"] = res["rows"] + fp8 + tf32
+    return res
+
+
+def test_fp8_peak_in_rows_and_percent_columns():
+    res = _fp8_tf32_results()
+    r = next(x for x in res["rows"] if x["baseline"] == bench.BASE_SCALED_MM)
+    tf = 2.0 * 8192 ** 3 / 1e-3 / 1e12
+    assert r["peak_tflops"] == 1979.0
+    assert r["rawcoop_peak_frac"] == pytest.approx(tf / 1979.0)
+    assert r["baseline_peak_frac"] == pytest.approx(2.0 * 8192 ** 3 / 1.2e-3 / 1e12 / 1979.0)
+    assert r["ratio"] == pytest.approx(1.2) and r["ratio_min"] == pytest.approx(1.1)
+    text = bench.format_report(res)
+    row = next(line for line in text.splitlines() if "e4m3 8192x8192x8192 TN" in line and "fast" not in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == bench.BASE_SCALED_MM
+    assert cells[6] == f"{tf / 1979:.1%}" and cells[6] != f"{tf / 989:.1%}"
+    # a row without its own peak (an older file) takes its dtype's
+    old = {k: v for k, v in r.items() if k != "peak_tflops"}
+    assert bench.peak_of(old) == 1979.0
+    assert bench.peak_of({"dtype": "tf32"}) == 494.5 and bench.peak_of({"dtype": "bf16"}, 900.0) == 900.0
+
+
+def test_fp8_tf32_table_formatting():
+    res = _fp8_tf32_results()
+    text = bench.format_report(res)
+    assert "fp8:" in text and "tf32:" in text and "main:" in text
+    lines = text.splitlines()
+    for name in (bench.BASE_SCALED_MM, bench.BASE_SCALED_MM_FAST, bench.BASE_CUBLAS_TF32, bench.BASE_TORCH_TF32):
+        assert f"| {name}" in text
+    alone = next(line for line in lines if "e4m3 128x8192x8192 TN" in line)
+    cells = [c.strip() for c in alone.strip("|").split("|")]
+    assert cells[1] == "none" and cells[3] == "-" and cells[4] == "-" and cells[5] == "-" and cells[7] == "-"
+    assert cells[6] == f"{2.0 * 128 * 8192 ** 2 / 1.05e-4 / 1e12 / 1979:.1%}"
+    tf32_row = next(line for line in lines if "tf32 4096x4096x4096 TN" in line and "torch" in line)
+    cells = [c.strip() for c in tf32_row.strip("|").split("|")]
+    tf = 2.0 * 4096 ** 3 / 1e-3 / 1e12
+    assert cells[6] == f"{tf / 494.5:.1%}" and cells[4] == "1.500" and cells[8] == "5.0e-04"
+    # geomean per suite and baseline; the row without a baseline is left out
+    assert "fp8 e4m3 TN vs cuBLASLt _scaled_mm: 1.200 over 1 case" in text
+    assert "fp8 e4m3 TN vs cuBLASLt _scaled_mm fast-accum: 0.900 over 1 case" in text
+    assert "tf32 tf32 TN vs cuBLAS tf32: 1.000 over 1 case" in text
+    assert "tf32 tf32 TN vs torch tf32: 1.500 over 1 case" in text
+    assert "vs none" not in text
+    g = {(x["suite"], x["baseline"]): x for x in bench.geomeans(res["rows"])}
+    assert g[("fp8", bench.BASE_SCALED_MM)]["count"] == 1 and ("fp8", "none") not in g
+    # the legend names every peak used and what fp8's rel err compares
+    assert "989 TFLOP/s (H100/H200 SXM dense fp16/bf16 peak)" in text
+    assert "1979 TFLOP/s (H100/H200 SXM dense FP8 peak) for e4m3" in text
+    assert "494.5 TFLOP/s (H100/H200 SXM dense TF32 peak) for tf32" in text
+    assert "fp8 rel err: rawcoop's bf16 output vs the row's baseline output" in text
+    assert "rawcoop timed alone" in text
+    for block in text.split("\n\n")[:3]:                      # main, fp8, tf32 tables: aligned columns
+        tbl = block.splitlines()[1:]
+        assert len({len(line) for line in tbl}) == 1
+    # the JSON round trip keeps all of it
+    again = json.loads(json.dumps(res))
+    assert bench.format_report(again) == text
+
+
+def test_plot_with_fp8_and_tf32_suites(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = _fp8_tf32_results()
+    _png(bench.plot_results(res, tmp_path / "all.png"))
+    _png(bench.plot_results(res, tmp_path / "fp8.png", suites=["fp8"]))
+    _png(bench.plot_results(res, tmp_path / "tf32.png", suites=["fp8", "tf32"]))
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(res))
+    r = _run([str(ROOT / "bench" / "plot.py"), str(p), "-o", str(tmp_path / "s.png"), "--suite", "fp8,tf32"],
+             module=False)
+    assert r.returncode == 0, r.stderr
+    assert "fp8:" in r.stdout and "1979" in r.stdout and "plot:" in r.stdout
+    _png(tmp_path / "s.png")
+
+
+def test_plot_draws_one_peak_line_per_dtype(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+    lines = []
+    orig = Axes.axhline
+
+    def spy(self, y=0, *args, **kwargs):
+        lines.append((self.get_title().split()[0] if self.get_title() else "?", y, kwargs.get("label", "")))
+        return orig(self, y, *args, **kwargs)
+    monkeypatch.setattr(Axes, "axhline", spy)
+    bench.plot_results(_fp8_tf32_results(), tmp_path / "p.png")
+    peaks = {y for _, y, _ in lines}
+    assert peaks == {989.0, 1979.0, 494.5}
+    assert any("dense FP8" in lab and y == 1979.0 for _, y, lab in lines)
+    assert any("dense TF32" in lab and y == 494.5 for _, y, lab in lines)
+
+
+def test_e4m3_quantiser_matches_ml_dtypes():
+    """The GPU quantises fp8 bench data with quantize_e4m3 (cupy); the same
+    code on numpy must give ml_dtypes' bytes, ties and -0 included."""
+    np = pytest.importorskip("numpy")
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    vals, codes = bench.e4m3_table()
+    assert len(vals) == 253 and vals[0] == -448 and vals[-1] == 448 and np.all(np.diff(vals) > 0)
+    x = np.random.default_rng(3).standard_normal(200_000).astype(np.float32)
+    x *= np.float32(bench.E4M3_MAX / np.abs(x).max())
+    mids = (vals[1:] + vals[:-1]) / 2                            # exact ties: round to even
+    special = np.float32([0.0, -0.0, 1e-30, -1e-30, 448.0, -448.0, 2 ** -10, -2 ** -10, 2 ** -11, -2 ** -11])
+    t = np.concatenate([x, mids, -mids, vals, special]).astype(np.float32)
+    q = bench.quantize_e4m3(np, t)
+    assert q.dtype == np.uint8
+    ref = t.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
+    assert np.array_equal(q, ref)
+    assert np.array_equal(bench.quantize_e4m3(np, np.float32([1000.0, -1e9])), np.uint8([0x7E, 0xFE]))   # clipped
+    # normal data scaled into range: no NaN codes, hardly any zeros, max |value| 448
+    deq = q[:200_000].view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    assert np.isfinite(deq).all() and np.abs(deq).max() == 448 and (deq == 0).mean() < 1e-3
+
+
+# ------------------------------------------------------------------ the new suites on a numpy "GPU"
+def _tf32_round(x):
+    import numpy as np
+    return (np.ascontiguousarray(x, dtype=np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+class _FakeEvent:
+    def record(self):
+        import time
+        self.t = time.perf_counter()
+
+    def synchronize(self):
+        pass
+
+
+def _fake_cupy():
+    """Just enough of CuPy, on numpy, for the fp8/tf32 suites' host logic,
+    with the float32 compute-type switch of cupy._core._routines_linalg."""
+    import types
+
+    import numpy as np
+    cp = types.ModuleType("cupy")
+    for name in ("float16", "float32", "float64", "uint8", "uint16", "int16", "int32", "int64", "intp", "abs",
+                 "empty", "clip", "searchsorted", "minimum", "where", "signbit", "ndarray", "asarray", "linalg"):
+        setattr(cp, name, getattr(np, name))
+    L = types.ModuleType("cupy._core._routines_linalg")
+    for i, n in enumerate(("TBD", "DEFAULT", "PEDANTIC", "FP16", "FP32", "FP64", "BF16", "TF32")):
+        setattr(L, "COMPUTE_TYPE_" + n, i)
+    L.state = {"f": 0}
+    L.get_compute_type = lambda dt: L.state["f"] or 1
+    L.set_compute_type = lambda dt, ct: L.state.__setitem__("f", ct)
+    L.compute_type_to_str = lambda ct: {1: "COMPUTE_TYPE_DEFAULT", 7: "COMPUTE_TYPE_TF32"}.get(ct, str(ct))
+    core = types.ModuleType("cupy._core")
+    core._routines_linalg = L
+    cp._core = core
+
+    def matmul(a, b, out=None):
+        if a.dtype == np.float32 and L.state["f"] == 7:
+            a, b = _tf32_round(a), _tf32_round(b)
+        r = np.matmul(a, b)
+        if out is None:
+            return r
+        out[...] = r
+        return out
+    cp.matmul = matmul
+
+    class RandomState:
+        def __init__(self, seed):
+            self.g = np.random.default_rng(seed)
+
+        def standard_normal(self, shape, dtype=np.float64):
+            return self.g.standard_normal(shape, dtype=np.float32).astype(dtype)
+    cp.random = types.SimpleNamespace(RandomState=RandomState)
+    cp.cuda = types.SimpleNamespace(
+        Event=_FakeEvent, get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3,
+        Device=lambda *a: types.SimpleNamespace(id=0, synchronize=lambda: None))
+    cp.get_default_memory_pool = lambda: types.SimpleNamespace(free_all_blocks=lambda: None)
+    return cp, {"cupy": cp, "cupy._core": core, "cupy._core._routines_linalg": L}
+
+
+def _fake_gemm(calls):
+    import ml_dtypes
+    import numpy as np
+    lut = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+
+    def gemm(a, b, *, out=None, out_dtype=None, a_format=None, b_format=None, scale_a=None, scale_b=None,
+             precision=None, **kw):
+        assert a.flags.c_contiguous and b.flags.f_contiguous, "TN: a row-major, b = bt.T"
+        if precision == "tf32":
+            assert a.dtype == b.dtype == np.float32 and scale_a is None
+            r = _tf32_round(a) @ _tf32_round(b)
+            dt = np.float32
+        else:
+            assert a.dtype == b.dtype == np.uint8 and a_format == b_format == "e4m3"
+            assert scale_a.dtype == scale_b.dtype == np.float32 and scale_a.size == scale_b.size == 1
+            r = (lut[a] @ lut[b]) * (float(scale_a[0]) * float(scale_b[0]))
+            dt = out_dtype
+        calls.append(precision or "fp8")
+        r = r.astype(dt)
+        if out is None:
+            return r
+        assert out.dtype == r.dtype
+        out[...] = r
+        return out
+    return gemm
+
+
+class _T:
+    """A fake torch tensor over a numpy array (views share memory)."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def view(self, dt):
+        return _T(self.x.view(dt))
+
+    def t(self):
+        return _T(self.x.T)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.x if dtype is None else self.x.astype(dtype)
+
+
+def _fake_torch(refuse_out=False, refuse=False):
+    import types
+
+    import ml_dtypes
+    import numpy as np
+    t = types.ModuleType("torch")
+    t.__version__ = "2.11.0+fake"
+    t.float8_e4m3fn, t.bfloat16 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.bfloat16)
+    t.int16, t.float32 = np.dtype(np.int16), np.dtype(np.float32)
+    t.cuda = types.SimpleNamespace(is_available=lambda: True, empty_cache=lambda: None)
+    t.backends = types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(fp32_precision="ieee")))
+    t.as_tensor = lambda x, device=None: _T(np.asarray(x))
+    t.tensor = lambda v, dtype=None, device=None: _T(np.array(v, dtype=dtype))
+    t.calls = []
+
+    def _scaled_mm(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum=False, out=None):
+        if refuse:
+            raise RuntimeError("Multiplication of two Float8_e5m2 matrices is not supported")
+        if out is not None and refuse_out:
+            raise TypeError("_scaled_mm() got an unexpected keyword argument 'out'")
+        assert a.x.dtype == b.x.dtype == t.float8_e4m3fn and b.x.flags.f_contiguous and a.x.flags.c_contiguous
+        assert scale_a.x.shape == () and scale_a.x.dtype == np.float32
+        t.calls.append(("_scaled_mm", use_fast_accum, out is not None))
+        r = ((a.x.astype(np.float32) @ b.x.astype(np.float32)) * (float(scale_a.x) * float(scale_b.x)))
+        r = r.astype(out_dtype)
+        if out is None:
+            return _T(r)
+        out.x[...] = r
+        return out
+    t._scaled_mm = _scaled_mm
+
+    def matmul(a, b, out=None):
+        tf32 = t.backends.cuda.matmul.fp32_precision == "tf32"
+        t.calls.append(("matmul", tf32))
+        r = (_tf32_round(a.x) @ _tf32_round(b.x)) if tf32 else a.x @ b.x
+        if out is None:
+            return _T(r)
+        out.x[...] = r
+        return out
+    t.matmul = matmul
+    return t
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The fp8/tf32 suites' host code on numpy: fake cupy, rawcoop.gemm, torch, device info."""
+    pytest.importorskip("ml_dtypes")
+    import types
+
+    import rawcoop
+    from rawcoop import device
+    cp, mods = _fake_cupy()
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    calls = []
+    monkeypatch.setattr(rawcoop, "gemm", _fake_gemm(calls))
+    monkeypatch.setattr(device, "info", lambda i=0: types.SimpleNamespace(
+        name="Fake H200", sm_count=132, l2_bytes=50 * 2 ** 20, cc=(9, 0)))
+
+    def make(argv, torch=None):
+        monkeypatch.setitem(sys.modules, "torch", torch)       # None: import torch raises ImportError
+        args = bench.build_parser().parse_args(argv)
+        return bench.Bench(args), calls
+    return make
+
+
+_FAKE_ARGS = ["--suite", "fp8,tf32", "--fp8-shapes", "64x48x32,16x32x64", "--tf32-shapes", "48x40x24",
+              "--rounds", "2", "--iters", "2"]
+
+
+def test_fp8_and_tf32_suites_on_a_fake_gpu(fake_gpu, capsys):
+    torch = _fake_torch()
+    b, calls = fake_gpu(_FAKE_ARGS, torch)
+    b.fp8()
+    b.tf32()
+    out = capsys.readouterr().out
+    rows = b.rows
+    fp8 = [r for r in rows if r["suite"] == "fp8"]
+    assert [(r["shape"], r["baseline"]) for r in fp8] == [
+        ("64x48x32", bench.BASE_SCALED_MM), ("64x48x32", bench.BASE_SCALED_MM_FAST),
+        ("16x32x64", bench.BASE_SCALED_MM), ("16x32x64", bench.BASE_SCALED_MM_FAST)]
+    for r in fp8:
+        assert r["dtype"] == "e4m3" and r["layout"] == "TN" and r["peak_tflops"] == 1979.0
+        assert r["flops"] == 2.0 * int(r["shape"].split("x")[0]) * int(r["shape"].split("x")[1]) * \
+            int(r["shape"].split("x")[2])
+        assert r["ratio"] is not None and len(r["rounds"]) == 2 and r["sets"] == 8
+        assert r["err_vs"] == r["baseline"] and r["rel_err"] < 1e-2     # both sides: the same bytes and scales
+        assert r["rawcoop_err_fp32"] < 1e-2 and r["baseline_err_fp32"] < 1e-2
+        assert 0.005 < r["scale_a"] < 0.05 and 0.005 < r["scale_b"] < 0.05   # amax/448 of normal data
+        assert r["baseline_call"].startswith("torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype="
+                                             "torch.bfloat16, use_fast_accum=") and r["baseline_call"].endswith(
+                                                 "out=d)")
+        assert r["use_fast_accum"] == (r["baseline"] == bench.BASE_SCALED_MM_FAST)
+    assert ("_scaled_mm", True, True) in torch.calls and ("_scaled_mm", False, True) in torch.calls
+    tf = [r for r in rows if r["suite"] == "tf32"]
+    assert [r["baseline"] for r in tf] == [bench.BASE_CUBLAS_TF32, bench.BASE_TORCH_TF32]
+    for r in tf:
+        assert r["dtype"] == "tf32" and r["peak_tflops"] == 494.5 and r["rel_err"] < 1e-6
+        assert r["baseline_tf32_evident"] and 5e-5 < r["baseline_err_fp64"] < 1e-2 and r["rawcoop_err_fp64"] < 1e-2
+    assert tf[0]["cupy_compute_type"] == "COMPUTE_TYPE_TF32"
+    assert tf[0]["cublas_compute_type"] == "CUBLAS_COMPUTE_32F_FAST_TF32"
+    assert tf[1]["torch_setting"] == 'torch.backends.cuda.matmul.fp32_precision = "tf32"'
+    assert ("matmul", True) in torch.calls and ("matmul", False) not in torch.calls
+    # the switches are restored afterwards
+    assert sys.modules["cupy._core._routines_linalg"].state["f"] in (0, 1)
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert "CUBLAS_COMPUTE_32F_FAST_TF32" in out and "WARNING" not in out
+    text = bench.format_report({"rows": rows})
+    assert "fp8 e4m3 TN vs cuBLASLt _scaled_mm:" in text and "tf32 tf32 TN vs torch tf32:" in text
+    assert calls.count("fp8") > 0 and calls.count("tf32") > 0
+
+
+def test_fp8_suite_without_torch_times_rawcoop_alone(fake_gpu, capsys):
+    b, _ = fake_gpu(_FAKE_ARGS, None)
+    b.fp8()
+    b.tf32()
+    out = capsys.readouterr().out
+    assert "SKIP the cuBLASLt baseline (import torch failed: " in out
+    assert "SKIP the torch baseline" in out and "Traceback" not in out
+    fp8 = [r for r in b.rows if r["suite"] == "fp8"]
+    assert len(fp8) == 2 and all(r["baseline"] == bench.NO_BASELINE and r["ratio"] is None for r in fp8)
+    assert all(r["baseline_skipped"].startswith("import torch failed") for r in fp8)
+    assert all(r["err_vs"] == "fp32 GEMM of the dequantised inputs" and r["rel_err"] < 1e-2 for r in fp8)
+    assert [r["baseline"] for r in b.rows if r["suite"] == "tf32"] == [bench.BASE_CUBLAS_TF32]
+    assert "| none" in bench.format_report({"rows": b.rows})
+
+
+def test_fp8_suite_when_scaled_mm_refuses_out_or_everything(fake_gpu, capsys):
+    torch = _fake_torch(refuse_out=True)
+    b, _ = fake_gpu(_FAKE_ARGS[:2] + ["--fp8-shapes", "32x16x32", "--rounds", "1", "--iters", "1"], torch)
+    b.fp8()
+    rows = [r for r in b.rows if r["suite"] == "fp8"]
+    assert [r["baseline"] for r in rows] == [bench.BASE_SCALED_MM, bench.BASE_SCALED_MM_FAST]
+    assert all("[out= refused" in r["baseline_call"] and r["rel_err"] < 1e-2 for r in rows)
+    torch = _fake_torch(refuse=True)
+    b, _ = fake_gpu(_FAKE_ARGS[:2] + ["--fp8-shapes", "32x16x32", "--rounds", "1", "--iters", "1"], torch)
+    b.fp8()
+    rows = [r for r in b.rows if r["suite"] == "fp8"]
+    assert len(rows) == 1 and rows[0]["baseline"] == bench.NO_BASELINE
+    assert rows[0]["baseline_skipped"].startswith("torch._scaled_mm refused: RuntimeError")
+
+
+def test_run_goes_on_after_a_failing_suite(fake_gpu, monkeypatch, capsys, tmp_path):
+    b, _ = fake_gpu(_FAKE_ARGS, None)
+
+    def broken(self):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(bench.Bench, "fp8", broken)
+    args = bench.build_parser().parse_args(_FAKE_ARGS + ["--json", str(tmp_path / "r.json")])
+    res = bench.run(args)
+    assert res["failed_suites"] == [{"suite": "fp8", "error": "RuntimeError: boom"}]
+    assert [r["suite"] for r in res["rows"]] == ["tf32"]
+    saved = json.loads((tmp_path / "r.json").read_text())
+    assert saved["failed_suites"] and saved["peaks"]["e4m3"]["tflops"] == 1979.0
+    assert saved["settings"]["fp8_shapes"] == ["64x48x32", "16x32x64"]
+    assert "suite fp8 FAILED (RuntimeError: boom)" in capsys.readouterr().err
+
+
+def test_cupy_compute_type_switch_and_torch_tf32_restore(monkeypatch):
+    import types
+    cp, mods = _fake_cupy()
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    L = mods["cupy._core._routines_linalg"]
+    with bench.cupy_f32_compute_type(cp, "TF32") as ct:
+        assert ct == "COMPUTE_TYPE_TF32" and L.state["f"] == 7
+    assert L.state["f"] in (0, 1)
+    # legacy torch (no fp32_precision): the old flag, restored
+    m = types.SimpleNamespace(allow_tf32=False)
+    legacy = types.SimpleNamespace(backends=types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=m)))
+    with bench.torch_tf32(legacy) as how:
+        assert how == "torch.backends.cuda.matmul.allow_tf32 = True" and m.allow_tf32 is True
+    assert m.allow_tf32 is False
+
+
+# ------------------------------------------------------------------ bench/next_session.sh
+SCRIPT = ROOT / "bench" / "next_session.sh"
+
+
+def test_next_session_script_is_executable_and_parses():
+    assert SCRIPT.exists() and os.access(SCRIPT, os.X_OK)
+    r = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def test_next_session_dry_run_prints_every_step(tmp_path):
+    out = tmp_path / "out"
+    env = dict(os.environ, OUT=str(out), PYTHON="python")
+    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, timeout=60, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert not out.exists(), "--dry-run must not create anything"
+    expected = [
+        "python -m rawcoop warmup --all --quiet",
+        "python -m pytest tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_pingpong_gpu.py "
+        "tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
+        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_regressions_gpu.py",
+        "python bench/fuzz.py --count 4000 --seed 7 --quiet",
+        f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
+        f"python -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 --rounds 5 --iters 20 "
+        f"--json {out}/bench.json --plot {out}/bench.png",
+    ]
+    pos = [text.find(e) for e in expected]
+    assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
+    assert pos == sorted(pos), "steps out of order"
+    for name in ("env", "warmup", "focus", "gpu-suite", "fuzz", "sanitize", "bench"):
+        assert f"] {name} (cap " in text
+    assert f"PYTHONPATH={ROOT}" in text and "PYTHONUNBUFFERED=1" in text
+    # the time caps: the last step may end at the budget, no later
+    caps = [int(c) for c in text.split("(caps ")[1].split(" s,")[0].split("+")]
+    assert sum(caps) + 3 * len(caps) <= 570
+    last = text.rsplit("at most ", 1)[1].split("s)")[0]
+    assert int(last) + 3 <= 570
+
+
+def test_next_session_default_output_dir_and_bad_argument(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OUT"}
+    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, timeout=60, env=env,
+                       cwd=str(tmp_path))
+    assert r.returncode == 0 and f"output under {tmp_path}/next_session_out" in r.stdout
+    assert not (tmp_path / "next_session_out").exists()
+    r = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and "unknown argument" in r.stderr
+
+
+def test_fp8_suite_when_torch_breaks_on_the_gpu(fake_gpu, capsys):
+    torch = _fake_torch()
+
+    def broken(*a, **k):
+        raise RuntimeError("CUDA error: initialization error")
+    torch.as_tensor = broken
+    b, _ = fake_gpu(_FAKE_ARGS[:2] + ["--fp8-shapes", "32x16x32", "--rounds", "1", "--iters", "1"], torch)
+    b.fp8()
+    rows = [r for r in b.rows if r["suite"] == "fp8"]
+    assert len(rows) == 1 and rows[0]["baseline"] == bench.NO_BASELINE
+    assert rows[0]["baseline_skipped"] == "torch baseline failed: RuntimeError: CUDA error: initialization error"
+    assert "Traceback" not in capsys.readouterr().out

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# The next GPU session's checks, in ONE device call on one H200 (<= 570 s wall).
+#
+#   bash bench/next_session.sh            # run everything; logs and results under $OUT (else ./next_session_out)
+#   bash bench/next_session.sh --dry-run  # print the commands and their time caps, run nothing
+#
+# Steps, in order (each under `timeout`; a failing or timed-out step does not
+# stop the next one):
+#   0 env        versions, GPU, whether torch imports (a previous session saw
+#                `import torch` raise RuntimeError on that machine)
+#   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
+#                that steps 4-6 use; pytest runs use a private cache, see tests/conftest.py)
+#   2 focus      the regression and new-feature GPU tests: test_regressions_gpu,
+#                test_fp8_tf32_gpu, test_pingpong_gpu, test_cluster_gpu
+#   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
+#                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
+#                suite, without running those files twice)
+#   4 fuzz       python bench/fuzz.py --count 4000 --seed 7 --quiet
+#   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
+#   6 bench      python -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 ...
+#
+# Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
+# per step).  A step may also use what earlier steps left unused: its timeout is
+# BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
+# their caps and the whole stays under BUDGET (570 s; NEXT_SESSION_BUDGET
+# overrides).  Output: every step's log as $OUT/NN_name.log, summary.txt, and
+# bench.json, bench.png, san.json, san_logs/ from the steps themselves; the last
+# lines printed are the summary (the device tool returns the output's tail).
+set -u
+
+DRY=0
+case "${1:-}" in
+    --dry-run|-n) DRY=1 ;;
+    "") ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "next_session.sh: unknown argument '$1' (use --dry-run or nothing)" >&2; exit 2 ;;
+esac
+
+OUTDIR="${OUT:-next_session_out}"
+OUTDIR="${OUTDIR#./}"
+case "$OUTDIR" in /*) ;; *) OUTDIR="$PWD/$OUTDIR" ;; esac
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 2
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+    if command -v python >/dev/null 2>&1; then PY=python; else PY=python3; fi
+fi
+BUDGET="${NEXT_SESSION_BUDGET:-570}"
+GRACE=3
+
+# pytest's per-test --timeout needs pytest-timeout; without it the option would
+# make pytest exit 4 before running anything.
+PT_TIMEOUT="--timeout 150"
+if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
+    PT_TIMEOUT=""
+    echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
+fi
+PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
+FOCUS="tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
+IGNORE=""
+for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
+Q_OUT="$(printf '%q' "$OUTDIR")"
+
+NAMES=()
+CAPS=()
+CMDS=()
+add() { NAMES+=("$1"); CAPS+=("$2"); CMDS+=("$3"); }
+
+add env 10 "nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit,temperature.gpu --format=csv; \
+$PY -m rawcoop info; \
+$PY -c 'import sys
+try:
+    import torch
+    print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, \"available\", torch.cuda.is_available(),
+          \"_scaled_mm\", hasattr(torch, \"_scaled_mm\"))
+except Exception as e:
+    print(\"import torch FAILED:\", type(e).__name__, e)'; \
+$PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
+add warmup 40 "$PY -m rawcoop warmup --all --quiet"
+add focus 100 "$PY -m pytest $FOCUS $PYTEST_OPTS"
+add gpu-suite 150 "$PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add fuzz 75 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
+add sanitize 75 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+--json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
+add bench 95 "$PY -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 --rounds 5 --iters 20 \
+--json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
+
+N=${#NAMES[@]}
+later_caps() {  # sum of the caps after step $1
+    local i s=0
+    for ((i = $1 + 1; i < N; i++)); do s=$((s + CAPS[i])); done
+    echo "$s"
+}
+
+if [ "$DRY" = 1 ]; then
+    echo "next_session.sh --dry-run: would run in $ROOT with PYTHONPATH=$PWD PYTHONUNBUFFERED=1, python '$PY',"
+    echo "output under $OUTDIR, budget ${BUDGET}s (caps $(IFS=+; echo "${CAPS[*]}") s, +${GRACE}s grace each)"
+    for ((i = 0; i < N; i++)); do
+        printf '\n== [%d/%d] %s (cap %ss, at most %ss) ==\n' "$i" "$((N - 1))" "${NAMES[i]}" "${CAPS[i]}" \
+            "$((BUDGET - $(later_caps "$i") - GRACE * (N - i)))"
+        printf '%s\n' "${CMDS[i]}"
+    done
+    exit 0
+fi
+
+mkdir -p "$OUTDIR" || exit 2
+SUMMARY=()
+FAILED=0
+for ((i = 0; i < N; i++)); do
+    name=${NAMES[i]}
+    log="$OUTDIR/$(printf '%02d' "$i")_$name.log"
+    t=$((BUDGET - SECONDS - $(later_caps "$i") - GRACE * (N - i)))
+    printf '\n========== [%d/%d] %s  (t=%ds, timeout %ds) ==========\n' "$i" "$((N - 1))" "$name" "$SECONDS" "$t"
+    printf '%s\n' "${CMDS[i]}"
+    if [ "$t" -lt 5 ]; then
+        SUMMARY+=("$(printf '%-10s %-26s %5s s' "$name" "SKIPPED (no time left)" 0)")
+        FAILED=1
+        continue
+    fi
+    start=$SECONDS
+    timeout -k "$GRACE" "$t" bash -c "${CMDS[i]}" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    secs=$((SECONDS - start))
+    if [ "$rc" = 0 ]; then
+        status="ok"
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        status="TIMEOUT (${t}s)"
+        FAILED=1
+    else
+        status="FAILED (rc $rc)"
+        FAILED=1
+    fi
+    SUMMARY+=("$(printf '%-10s %-26s %5s s' "$name" "$status" "$secs")")
+done
+
+{
+    echo
+    echo "========== details (full logs in $OUTDIR) =========="
+    for ((i = 0; i < N; i++)); do
+        f="$OUTDIR/$(printf '%02d' "$i")_${NAMES[i]}.log"
+        [ -f "$f" ] || continue
+        case "${NAMES[i]}" in
+            bench)
+                echo "--- bench report:"
+                if grep -qE '^(main|fp8|tf32):$' "$f"; then
+                    awk '/^(main|fp8|tf32):$/{p=1} p' "$f" | tail -n 70
+                else
+                    tail -n 30 "$f"
+                fi ;;
+            env) echo "--- env:"; grep -E '^(torch|import torch|cupy|NVIDIA|name)' "$f" | head -n 6 ;;
+            fuzz) echo "--- fuzz (last lines):"; tail -n 6 "$f" ;;
+            sanitize) echo "--- sanitize (last lines):"; tail -n 8 "$f" ;;
+            focus|gpu-suite)
+                echo "--- ${NAMES[i]}: $(grep -E '[0-9]+ (passed|failed|skipped|errors?|deselected).* in [0-9.]+s' "$f" | tail -n 1)"
+                grep -E '^(FAILED|ERROR) ' "$f" | head -n 20 ;;
+        esac
+    done
+    echo
+    echo "========== summary (${SECONDS}s of ${BUDGET}s; logs in $OUTDIR) =========="
+    printf '%s\n' "${SUMMARY[@]}"
+} | tee "$OUTDIR/summary.txt"
+exit "$FAILED"
