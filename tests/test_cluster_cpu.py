@@ -7,12 +7,11 @@ ghost tiles, split-K slots per (tile, rank))."""
 import random
 import re
 from collections import Counter
-from types import SimpleNamespace
 
 import pytest
-from test_lowp_host import BF16, E4M3, E5M2, G, StubArray, build, tn   # the stub-CuPy planning harness
+from test_lowp_host import BF16, E4M3, E5M2, StubArray, build, stub_planning, tn   # stub-CuPy planning
 
-from rawcoop import compiler, gemm_configs as gc, scheduler, tma
+from rawcoop import compiler, gemm_configs as gc, scheduler
 from rawcoop.compiler import KernelSpec
 from rawcoop.scheduler import cdiv
 
@@ -241,27 +240,9 @@ RESIDENT_CLUSTERS = 66
 
 @pytest.fixture
 def planning(monkeypatch):
-    """As tests/test_lowp_host.py's fixture, with a kernel stub that answers
-    the occupancy query for clusters (recorded)."""
-    maps, queries = [], []
-    monkeypatch.setattr(G._device, "info", lambda dev: SimpleNamespace(name="Stub H200", sm_count=132))
-
-    def kernel(spec):
-        def max_active_clusters(dev, block, smem, cluster):
-            queries.append((block, smem, tuple(cluster)))
-            return RESIDENT_CLUSTERS
-        return SimpleNamespace(spec=spec, function=lambda dev: None, max_active_clusters=max_active_clusters)
-
-    monkeypatch.setattr(G, "get_kernel", kernel)
-
-    def tiled(dtype, address, dims, strides, box, swizzle=tma.Swizzle.NONE):
-        tm = tma.TensorMap(dtype, address, dims, strides, box, swizzle=swizzle).validate()
-        maps.append(tm)
-        return tm
-
-    monkeypatch.setattr(G.tma, "tiled", tiled)
-    monkeypatch.setattr(G.tuning, "lookup", lambda sig: None)
-    return SimpleNamespace(maps=maps, queries=queries)
+    """The stub planning harness of tests/test_lowp_host.py (maps and
+    occupancy queries recorded)."""
+    return stub_planning(monkeypatch, RESIDENT_CLUSTERS)
 
 
 def _sched_of(plan):

@@ -75,13 +75,20 @@ def build(a, b, **kw):
                          args["out"], args["out_dtype"], args["pdl"], forced, lowp)
 
 
-@pytest.fixture
-def planning(monkeypatch):
-    """Replace the GPU-facing calls of planning: device info, kernel lookup,
-    tensor-map encoding (validated, then recorded)."""
-    maps = []
+def stub_planning(monkeypatch, resident_clusters: int = 66):
+    """Replace the GPU-facing calls of planning: device info, kernel lookup
+    (a stub that answers the cluster occupancy query), tensor-map encoding
+    (validated, then recorded).  Returns the records: ``maps``, ``queries``."""
+    maps, queries = [], []
     monkeypatch.setattr(G._device, "info", lambda dev: SimpleNamespace(name="Stub H200", sm_count=132))
-    monkeypatch.setattr(G, "get_kernel", lambda spec: SimpleNamespace(spec=spec))
+
+    def kernel(spec):
+        def max_active_clusters(dev, block, smem, cluster):
+            queries.append((block, smem, tuple(cluster)))
+            return resident_clusters
+        return SimpleNamespace(spec=spec, function=lambda dev: None, max_active_clusters=max_active_clusters)
+
+    monkeypatch.setattr(G, "get_kernel", kernel)
 
     def tiled(dtype, address, dims, strides, box, swizzle=tma.Swizzle.NONE):
         tm = tma.TensorMap(dtype, address, dims, strides, box, swizzle=swizzle).validate()
@@ -90,7 +97,13 @@ def planning(monkeypatch):
 
     monkeypatch.setattr(G.tma, "tiled", tiled)
     monkeypatch.setattr(G.tuning, "lookup", lambda sig: None)
-    return maps
+    return SimpleNamespace(maps=maps, queries=queries)
+
+
+@pytest.fixture
+def planning(monkeypatch):
+    """The tensor maps planning encodes (GPU-facing calls stubbed)."""
+    return stub_planning(monkeypatch).maps
 
 
 def tn(m, n, k, dt_a, dt_b=None, batch=None):
