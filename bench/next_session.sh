@@ -45,7 +45,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
-    if command -v python >/dev/null 2>&1; then PY=python; else PY=python3; fi
+    if command -v python3 >/dev/null 2>&1; then PY=python3; else PY=python; fi   # the H200 image: python3 holds torch
 fi
 BUDGET="${NEXT_SESSION_BUDGET:-570}"
 GRACE=3
