@@ -15,7 +15,10 @@
 //   tf32/fp8: those operands must be K-major (static_assert).  fp8 kernels
 //   take two more arguments, scale_a and scale_b (1-element fp32 device
 //   arrays, null = 1): the epilogue uses alpha·scale_a·scale_b (per-tensor
-//   dequantisation, as torch._scaled_mm).  "Rows"/"columns" below are
+//   dequantisation, as torch._scaled_mm).  Block-scaled fp8 (SCALE_MODE 1,
+//   the DeepSeek-V3 recipe; see "Block scales" below) replaces the two
+//   pointers with per-(row, k-block) A scales and per-(128-column block,
+//   k-block) B scales applied inside the mainloop.  "Rows"/"columns" below are
 //   the kernel's own M and N; the host may hand it the transposed problem
 //   (swap-AB for small M), then D and C are column-major in the kernel's view
 //   (D_COLMAJOR, C_COLMAJOR) and the bias runs along rows (BIAS_ON_ROWS).
@@ -71,6 +74,33 @@
 //   whole tile sequence; waits use parity `phase` (consumer side) and
 //   `phase ^ 1` (producer side: the first pass falls through).
 //   Named barriers 1, 2: the 128 threads of consumer 0 / 1.
+//
+// Block scales (SCALE_MODE 1, fp8 only; BLOCK_K = 128 = the scale block):
+//   D = act(alpha · Σ_kb SA[m, kb] · SB[n / 128, kb] · (A_kb · B_kb) + ...)
+//   SA (M × ceil(K/128) fp32, one scale per row and k-block) arrives by TMA
+//   with each stage: one extra 128-float box (rows m0..m0+127 of k-block kb;
+//   SA is M-major in memory, so the box is 512 contiguous bytes) on the same
+//   full[s] barrier (expect_tx + 512), in a per-stage slot after the C
+//   buffers.  SB (ceil(N/128) × ceil(K/128) fp32, any strides) is read with
+//   ld.global.cg, one float per k-block (BLOCK_N <= 128: a tile lies inside
+//   one 128-column block), issued before the full[s] wait so that its latency
+//   hides behind it.  Per k-block each consumer runs its wgmmas into a
+//   temporary accumulator (scale-d 0 at the first k-step), waits for them
+//   (wgmma.wait_group 0: no k-block in flight across the promotion), reads
+//   its two rows' SA (row0, row0 + 8 of each warp's 16-row slice, as in the
+//   epilogue), releases the stage (after fence.proxy.async: the SA slot was
+//   read through the generic proxy and TMA rewrites it) and promotes in fp32
+//   registers: acc += tmp · (SA[row] · SB).  The fp8 tensor core's limited
+//   accumulator precision thus only ever sums 128 products.  Registers: acc +
+//   tmp = 2 · kHalves · BLOCK_N / 2 <= 128 per thread, so 128×128 cooperative
+//   or 128×64 (cooperative or ping-pong); 128×256 and 128×128 ping-pong would
+//   need 256 (static_assert).  Out-of-bounds SA rows (M not a multiple of
+//   128) are TMA zero-fills, multiplied by the zero-filled rows of A (never
+//   NaN·0 unless the user's scales are NaN/inf); ghost columns (a 1×2
+//   cluster's tile at or right of N) read SB as 0, their B rows are zeros.
+//   Split-K: each split promotes its own k-blocks (global index kb_begin +
+//   kb for SA and SB).  Clusters: SA is loaded by each CTA for itself (never
+//   multicast), only A/B tiles are shared as usual.
 //
 // Persistence: grid = min(#SMs, #units); CTA b walks work units b, b+G, ...
 // (scheduler.cuh): a unit is a whole tile (data-parallel) or one K-split of a
@@ -160,6 +190,10 @@
 #ifndef PINGPONG            // 0 cooperative: both consumers share a tile; 1: consumers alternate tiles
 #define PINGPONG 0
 #endif
+#ifndef SCALE_MODE          // fp8 scales: 0 per-tensor (scale_a, scale_b pointers), 1 block-scaled (1x128 A, 128x128 B)
+#define SCALE_MODE 0
+#endif
+#define RC_BLOCK_SCALED (SCALE_MODE == 1)
 
 // Element size, and which wgmma: a k-step always reads 32 bytes of K per row
 // (k16 of a 16-bit type, k8 of tf32, k32 of fp8).
@@ -222,13 +256,21 @@ constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves pe
 constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
 constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * RC_CLUSTER;  // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
+#if RC_BLOCK_SCALED
+constexpr u32 kSABytes = BLOCK_M * 4;                        // per stage: one fp32 A scale per tile row
+#endif
 
 // Shared-memory map (offsets from a 1024-byte aligned base).
 constexpr u32 kOffA = 0;
 constexpr u32 kOffB = kOffA + STAGES * kABytes;
 constexpr u32 kOffEpi = kOffB + STAGES * kBBytes;
 constexpr u32 kOffC = kOffEpi + kConsumers * kEpiBuffers * kEpiBytes;
+#if RC_BLOCK_SCALED
+constexpr u32 kOffSA = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
+constexpr u32 kOffBar = kOffSA + STAGES * kSABytes;
+#else
 constexpr u32 kOffBar = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
+#endif
 constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1 + kConsumers;
 constexpr u32 kSmemBytes = kOffBar + kBarCount * 8 + 1024;   // + alignment slack
 static_assert(kSmemBytes <= 232448, "shared memory over the sm_90 per-block limit");
@@ -246,6 +288,13 @@ static_assert((CLUSTER_M == 1 || CLUSTER_M == 2) && (CLUSTER_N == 1 || CLUSTER_N
 static_assert(CLUSTER_M == 1 || BLOCK_N >= 128, "a 2x1 cluster splits B into halves of whole 64-wide atoms");
 static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
               "column-major epilogue tensors are 16-bit only");
+static_assert(SCALE_MODE == 0 || SCALE_MODE == 1, "SCALE_MODE: 0 per-tensor, 1 block-scaled");
+static_assert(!RC_BLOCK_SCALED || RC_FP8, "block scales (SCALE_MODE 1) are for fp8 inputs");
+static_assert(!RC_BLOCK_SCALED || BLOCK_N <= 128,
+              "block-scaled: a tile must lie inside one 128-column B scale block (BLOCK_N 64 or 128)");
+static_assert(!RC_BLOCK_SCALED || kHalves * kAccRegs <= 64,
+              "block-scaled: accumulators + promotion temporaries must fit in 128 registers per thread "
+              "(128x128 cooperative or 128x64; not 128x256, not 128x128 ping-pong)");
 
 // ------------------------------------------------------------------ epilogue math
 RC_DEVICE float ex2_approx(float x) {
@@ -363,7 +412,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
             float alpha, float beta, const void* __restrict__ bias,
             int tiles_dp, int splits, float* __restrict__ workspace, int* __restrict__ flags
-#if RC_FP8
+#if RC_FP8 && RC_BLOCK_SCALED
+            // Block scales: SA through a TMA map (dims (M, ceil(K/128), L), box (128, 1, 1), fp32), SB by
+            // pointer with element strides between 128-column blocks, k-blocks and batches.
+            , const __grid_constant__ TmaMap map_sa, const float* __restrict__ sb, int sb_n, int sb_k, int sb_l
+#elif RC_FP8
             // Per-tensor fp8 scales (1-element fp32 device arrays; null reads as 1), read by the
             // consumers after griddepcontrol.wait: D = alpha * scale_a * scale_b * (A @ B) + ...
             , const float* scale_a, const float* scale_b
@@ -383,6 +436,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const u32 first_load = base + kOffBar + 8u * (kBarCount - 1 - kConsumers);
     auto turn = [&](u32 c) { return base + kOffBar + 8u * (kBarCount - kConsumers + c); };
     auto c_buf = [&](u32 c, u32 b) { return base + kOffC + (c * kEpiBuffers + b) * kEpiBytes; };
+#if RC_BLOCK_SCALED
+    auto smem_sa = [&](u32 s) { return base + kOffSA + s * kSABytes; };
+#endif
 
     const u32 wg = threadIdx.x / 128;
     const int tiles = L * tiles_m * tiles_n;
@@ -402,6 +458,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         tma_prefetch_map(&map_b);
         tma_prefetch_map(&map_d);
         if (HAS_C) tma_prefetch_map(&map_c);
+#if RC_BLOCK_SCALED
+        tma_prefetch_map(&map_sa);
+#endif
         for (u32 s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1);
             mbar_init(empty(s), kStageReaders);   // every consumer warp of the cluster that reads it
@@ -437,7 +496,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u, "empty (mainloop ring)");
+#if RC_BLOCK_SCALED
+                    // + this CTA's own A scales of the k-block (never multicast): 128 rows from m0
+                    mbar_arrive_expect_tx(full(stage), kStageBytes + kSABytes);
+                    tma_load_3d(smem_sa(stage), &map_sa, full(stage), m0, kb, la);
+#else
                     mbar_arrive_expect_tx(full(stage), kStageBytes);
+#endif
 #if CLUSTER_N > 1
                     load_operand_multicast<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la, rank);
 #else
@@ -494,7 +559,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         const u32 c = wg - 1;
         const u32 tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const u32 epi = base + kOffEpi + c * kEpiBuffers * kEpiBytes;
-#if RC_FP8
+#if RC_FP8 && !RC_BLOCK_SCALED
         // alpha · scale_a · scale_b, read once per thread (after griddepcontrol.wait, through L2:
         // a previous kernel may just have written them).  The scales live on the device, so new
         // values need neither a recompile nor a new plan, and CUDA graph replays read them anew.
@@ -509,6 +574,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
             for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] = 0.f;
+#if RC_BLOCK_SCALED
+        float tmp[kHalves][kAccRegs];                // one k-block's wgmma results, before promotion
+#pragma unroll
+        for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+            for (u32 i = 0; i < kAccRegs; ++i) tmp[hh][i] = 0.f;
+#endif
 
         u32 stage = 0, phase = 0, e = 0;         // ring position; epilogue chunk counter
         u32 turn_phase = 0;                          // ping-pong: hand-overs received
@@ -535,6 +607,59 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 mbar_wait(turn(c), turn_phase, "turn (ping-pong hand-over)");
                 turn_phase ^= 1u;
             }
+#if RC_BLOCK_SCALED
+            {
+                // Block-scaled mainloop: per k-block, wgmmas into tmp, wait, promote into acc (see
+                // "Block scales" in the header).  acc restarts at zero for every unit.
+                const u32 srow = warp * 16u + lane / 4u;     // this thread's rows in a half: srow, srow + 8
+                const bool cols_in = n0 < N;                 // false only for a 1x2 cluster's ghost column
+                const float* sb_unit = sb + (size_t)(b_batched ? tc.l : 0) * (size_t)sb_l +
+                                       (size_t)(n0 / 128) * (size_t)sb_n;
+#pragma unroll
+                for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+                    for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] = 0.f;
+                for (int kb = 0; kb < w.kb_count; ++kb) {
+                    // SB of this k-block: one float for the whole tile, loaded before the full[] wait.
+                    const float sbv = cols_in ? ld_cg_f32(sb_unit + (size_t)(w.kb_begin + kb) * (size_t)sb_k) : 0.f;
+                    mbar_wait(full(stage), phase, "full (mainloop ring)");
+                    if (PINGPONG && kb == w.kb_count - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
+                    float sa0[kHalves], sa1[kHalves];
+#pragma unroll
+                    for (u32 hh = 0; hh < kHalves; ++hh) {
+                        const u32 half = PINGPONG ? hh : c;
+                        sa0[hh] = ld_shared_f32(smem_sa(stage) + (half * 64u + srow) * 4u);
+                        sa1[hh] = ld_shared_f32(smem_sa(stage) + (half * 64u + srow + 8u) * 4u);
+                    }
+                    wgmma_fence();
+#pragma unroll
+                    for (u32 k = 0; k < RC_KSTEPS; ++k) {
+#pragma unroll
+                        for (u32 hh = 0; hh < kHalves; ++hh) {
+                            const u32 half = PINGPONG ? hh : c;
+                            const u64 da = smem_desc_k128(smem_a(stage) + half * 64u * 128u + 32u * k);
+                            const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
+                            RC_WGMMA(BLOCK_N)(tmp[hh], da, db, k > 0 ? 1u : 0u);
+                        }
+                    }
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    // The SA slot was read through the generic proxy; the producer's next TMA write
+                    // into it is an async-proxy write: order the reads first (WAR across proxies).
+                    fence_proxy_async_smem();
+                    if (lane == 0) release_stage(empty(stage));
+                    if (++stage == STAGES) { stage = 0; phase ^= 1u; }
+                    // Promotion in fp32, one fma.rn.f32 per register: register i of a half holds row
+                    // srow + 8 * ((i / 2) % 2) (the accumulator layout the epilogue reads too).
+#pragma unroll
+                    for (u32 hh = 0; hh < kHalves; ++hh) {
+                        const float s0 = sa0[hh] * sbv, s1 = sa1[hh] * sbv;
+#pragma unroll
+                        for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] += tmp[hh][i] * ((i & 2u) ? s1 : s0);
+                    }
+                }
+            }
+#else
             u32 prev = 0;
             for (int kb = 0; kb < w.kb_count; ++kb) {
                 mbar_wait(full(stage), phase, "full (mainloop ring)");
@@ -568,6 +693,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             }
             wgmma_wait<0>();
             if (lane == 0) release_stage(empty(prev));
+#endif
 
             // -------------------------------------------------- split-K fix-up
             // The splits of a tile are reduced in split order through an fp32

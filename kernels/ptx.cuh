@@ -232,6 +232,11 @@ RC_DEVICE u16 ld_shared_u16(u32 addr) {
 RC_DEVICE void ld_shared_f32x2(u32 addr, float& a, float& b) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
 }
+RC_DEVICE float ld_shared_f32(u32 addr) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+    return v;
+}
 
 RC_DEVICE float u32_as_f32(u32 u) {
     float f;

@@ -6,8 +6,9 @@ __version__ = "0.1.0"
 
 from .compiler import CompileError, KernelSpec  # noqa: E402
 from .gemm import gemm  # noqa: E402
+from .operands import mn_major_scales  # noqa: E402
 from .tile_copy import replicate  # noqa: E402
 from .tuning import tune  # noqa: E402
 from .tma import TensorMapError  # noqa: E402
 
-__all__ = ["gemm", "tune", "CompileError", "KernelSpec", "TensorMapError", "replicate", "__version__"]
+__all__ = ["gemm", "mn_major_scales", "tune", "CompileError", "KernelSpec", "TensorMapError", "replicate", "__version__"]

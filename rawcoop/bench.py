@@ -33,6 +33,10 @@ Suites:
             % of the 1979 TFLOP/s dense FP8 peak; rel err = rawcoop vs that baseline's
             output (each row also gives both sides' error vs an fp32 GEMM of the
             dequantised inputs).  Without a working torch: rawcoop alone, said so.
+            --fp8-block adds block-scaled rows (scale_mode="block": fp32 scales per 1x128
+            of A and per 128x128 of B, DeepSeek-V3) on --fp8-block-shapes (default the
+            DeepGEMM-published shapes), rawcoop alone (no baseline), TFLOP/s, % of the
+            FP8 peak, rel err vs an fp32 GEMM of the dequantised inputs
   tf32      (issue 6) float32 in/out with precision="tf32" (--tf32-shapes), vs
             cupy.matmul with CuPy's float32 compute type set to TF32 (cublasGemmEx with
             CUBLAS_COMPUTE_32F_FAST_TF32: "cuBLAS tf32") and torch.matmul with TF32
@@ -91,6 +95,8 @@ DEFAULT_SHAPES = ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "4096x1
 
 FP8_SHAPES = ("4096x4096x4096", "8192x8192x8192", "8192x28672x8192", "128x8192x8192", "4096x7168x16384")
 """The issue-6 fp8 shape set (TN, e4m3 x e4m3, bf16 out)."""
+FP8_BLOCK_SHAPES = ("4096x7168x16384", "4096x4096x7168", "128x7168x16384")
+"""--fp8-block: block-scaled e4m3 shapes (DeepGEMM's published set; TN, bf16 out)."""
 TF32_SHAPES = ("4096x4096x4096", "8192x8192x8192", "4096x14336x4096")
 """The issue-6 tf32 shape set (TN, float32 in and out)."""
 
@@ -291,6 +297,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                     type=_argtype(parse_fp8_shapes, "fp8 shapes"),
                     help="fp8 suite: comma list of MxNxK, K a multiple of 16 (default: the issue-6 set "
                          + ",".join(FP8_SHAPES) + ")")
+    ap.add_argument("--fp8-block", dest="fp8_block", action="store_true",
+                    help="fp8 suite: also time block-scaled fp8 (scale_mode='block') on --fp8-block-shapes, "
+                         "rawcoop alone")
+    ap.add_argument("--fp8-block-shapes", dest="fp8_block_shapes", default=[parse_shape(s) for s in FP8_BLOCK_SHAPES],
+                    metavar="LIST", type=_argtype(parse_fp8_shapes, "fp8 shapes"),
+                    help="--fp8-block: comma list of MxNxK, K a multiple of 16 (default "
+                         + ",".join(FP8_BLOCK_SHAPES) + ")")
     ap.add_argument("--tf32-shapes", dest="tf32_shapes", default=[parse_shape(s) for s in TF32_SHAPES],
                     metavar="LIST", type=_argtype(parse_tf32_shapes, "tf32 shapes"),
                     help="tf32 suite: comma list of MxNxK, K a multiple of 4 (default: the issue-6 set "
@@ -1260,6 +1273,49 @@ class Bench:
             if torch is not None:
                 with contextlib.suppress(Exception):
                     torch.cuda.empty_cache()
+        if getattr(self.args, "fp8_block", False):
+            self.fp8_block(lut)
+
+    def fp8_block(self, lut):
+        """--fp8-block: e4m3 x e4m3 with block scales (scale_mode="block"),
+        bf16 out, TN, rawcoop alone; the data are fp8_operand's codes, the
+        block scales 2^U(-2, 2)."""
+        import rawcoop
+        cp = self.cp
+        bf16 = self.dtypes["bf16"]
+        call = ('rawcoop.gemm(a, bt.T, a_format="e4m3", b_format="e4m3", scale_a=sa, scale_b=sb, '
+                'scale_mode="block", out_dtype=bfloat16, out=d)  [sa = rawcoop.mn_major_scales(...)]')
+        for shape in self.args.fp8_block_shapes:
+            m, n, k = shape.m, shape.n, shape.k
+            kb, nb = -(-k // 128), -(-n // 128)
+            sets = n_sets_for(m * k + n * k + 2 * m * n, self.info.l2_bytes)
+            A, BT, SA, SB = [], [], [], []
+            for i in range(sets):
+                A.append(self.fp8_operand(m, k, 200 + 10 * i)[0])
+                BT.append(self.fp8_operand(n, k, 201 + 10 * i)[0])
+                rs = cp.random.RandomState(300 + i)
+                SA.append(rawcoop.mn_major_scales(cp.exp2(rs.uniform(-2, 2, (m, kb))).astype(cp.float32)))
+                SB.append(cp.exp2(rs.uniform(-2, 2, (nb, kb))).astype(cp.float32))
+            D = [cp.empty((m, n), dtype=bf16) for _ in range(sets)]
+
+            def ours(i):
+                return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i], scale_b=SB[i],
+                                    scale_mode="block", out_dtype=bf16, out=D[i])
+            ours(0)
+            ad = lut[A[0].astype(cp.int32)] * cp.repeat(SA[0], 128, axis=1)[:, :k]
+            bd = lut[BT[0].astype(cp.int32)] * cp.repeat(cp.repeat(SB[0], 128, axis=0)[:n], 128, axis=1)[:, :k]
+            with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
+                ref32 = cp.matmul(ad, bd.T)
+            del ad, bd
+            err = self.rel_err(D[0], ref32)
+            self.record("fp8", f"e4m3 block {shape} TN", shape.flops, ours, None, sets, baseline=NO_BASELINE,
+                        peak=PEAK_FP8_TFLOPS,
+                        extra={"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1, "out_dtype": "bf16",
+                               "scale_mode": "block", "rawcoop_call": call, "rel_err": err, "rawcoop_err_fp32": err,
+                               "err_vs": "fp32 GEMM of the dequantised inputs",
+                               "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"})
+            del A, BT, SA, SB, D, ref32
+            self.free()
 
     def tf32(self):
         """issue 6: float32 in/out with precision="tf32", TN, vs cupy.matmul
@@ -1333,6 +1389,8 @@ def settings_of(args) -> dict:
     return {"suites": list(args.suite), "dtypes": list(args.dtypes), "shapes": [str(s) for s in args.shapes],
             "layouts": list(args.layouts), "beta": args.beta, "variants": [v for v, _ in args.variants],
             "fp8_shapes": [str(s) for s in getattr(args, "fp8_shapes", None) or []],
+            "fp8_block_shapes": ([str(s) for s in getattr(args, "fp8_block_shapes", None) or []]
+                                 if getattr(args, "fp8_block", False) else []),
             "tf32_shapes": [str(s) for s in getattr(args, "tf32_shapes", None) or []],
             "rounds": args.rounds, "iters": args.iters}
 

@@ -40,6 +40,11 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     to that: a device scale is only a pointer the kernel reads at launch (graph
     replays read its current value), a Python-float scale is folded into alpha
     (the graph keeps the captured value); no buffer is allocated or written.
+  * Block-scaled fp8 (``scale_mode="block"``, kernel SCALE_MODE 1): SA, M-major
+    (M, ceil(K/128)) fp32 → dims (M, KB, L), box (128, 1, 1), no swizzle, one
+    512-byte box per stage; SB (ceil(N/128), ceil(K/128)) fp32 → pointer and
+    element strides (n-block, k-block, batch).  128x128 cooperative or 128x64
+    tiles, no swap-AB (operands.block_scale_args has the full contract).
 """
 from __future__ import annotations
 
@@ -52,14 +57,15 @@ from . import gemm_configs, scheduler, tma, tuning, workspace
 from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from ._reference import activation as activation_reference
 from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
-from .operands import (DEFAULT_OUT, as_cupy, batch_info, check_array, check_out, dtype_name, foreign_scale,
-                       input_kinds, kind_label, matrix_layout, np_dtype, round16, scale_arg, scale_key,
-                       tma_storable)
+from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check_array, check_out, dtype_name,
+                       foreign_scale, input_kinds, kind_label, matrix_layout, np_dtype, round16, scale_arg, scale_key,
+                       scale_mode_arg, tma_storable)
 
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
 _TYPES_FP8 = _TYPES + (PTR, PTR)                  # + scale_a, scale_b
+_TYPES_BLOCK = _TYPES + (TENSOR_MAP, PTR, I32, I32, I32)   # + map_sa, sb, sb_n, sb_k, sb_l (block-scaled fp8)
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
 _TMA_IN = {gemm_configs.FP16: tma.DType.FLOAT16, gemm_configs.BF16: tma.DType.BFLOAT16,
            gemm_configs.TF32: tma.DType.FLOAT32, gemm_configs.E4M3: tma.DType.UINT8,
@@ -68,7 +74,8 @@ _TMA_IN = {gemm_configs.FP16: tma.DType.FLOAT16, gemm_configs.BF16: tma.DType.BF
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
          out=None, out_dtype=None, pdl: bool = False, scale_a=None, scale_b=None, a_format: str | None = None,
-         b_format: str | None = None, precision: str | None = None, _block_n: int | None = None,
+         b_format: str | None = None, precision: str | None = None, scale_mode: str | None = None,
+         _block_n: int | None = None,
          _group: int | None = None, _swap: bool | None = None, _splits: int | None = None,
          _cluster: int | None = None, _pingpong: bool | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
@@ -101,6 +108,15 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     tf32 and fp8 operands must be K-major (wgmma cannot transpose them): a
     row-major, b column-major (``b = bt.T`` of a row-major (N, K) ``bt``);
     anything else raises ValueError, never a silent copy.
+    Block-scaled FP8 (not yet validated on a GPU; the DeepSeek-V3 recipe):
+    ``scale_mode="block"`` with ``scale_a`` a float32 (M, ceil(K/128)) array
+    (one scale per row of a and 128-wide k-block, M-major in memory: see
+    ``rawcoop.mn_major_scales``) and ``scale_b`` a float32 (ceil(N/128),
+    ceil(K/128)) array (one per 128x128 block of b); batched operands take
+    (L, ...) scales.  ``D = act(alpha · Σ_kb scale_a[m, kb] · scale_b[n // 128,
+    kb] · (a_kb @ b_kb) + beta · c + bias)``, each 128-deep k-block's product
+    promoted into fp32 registers.  128x128 or 128x64 tiles, never swap-AB;
+    device arrays read at every launch, as per-tensor device scales.
     fp32 accumulation; alpha, beta, bias and the activation are applied in
     fp32 registers before the single rounding to the output type.
     pdl: launch with programmatic stream serialization, so that this GEMM's
@@ -130,14 +146,16 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
             scale_b = as_cupy(cp, "scale_b", scale_b)
         res = gemm(a, b, c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out=out,
                    out_dtype=out_dtype, pdl=pdl, scale_a=scale_a, scale_b=scale_b, a_format=a_format,
-                   b_format=b_format, precision=precision, _block_n=_block_n, _group=_group, _swap=_swap,
+                   b_format=b_format, precision=precision, scale_mode=scale_mode, _block_n=_block_n,
+                   _group=_group, _swap=_swap,
                    _splits=_splits, _cluster=_cluster, _pingpong=_pingpong)
         return user_out if user_out is not None else res
 
     forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong)
     # tf32/fp8 options (None for 16-bit calls: nothing more to key or check on the repeated-call path)
     lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
-            and precision is None else (scale_a, scale_b, a_format, b_format, precision))
+            and precision is None and scale_mode is None
+            else (scale_a, scale_b, a_format, b_format, precision, scale_mode))
     try:
         key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp)
         plan = _PLANS.get(key)
@@ -162,7 +180,8 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
     import cupy as cp
     forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster",
                                                         "_pingpong"))
-    lowp = tuple(forced_kw.get(k) for k in ("scale_a", "scale_b", "a_format", "b_format", "precision"))
+    lowp = tuple(forced_kw.get(k) for k in ("scale_a", "scale_b", "a_format", "b_format", "precision",
+                                            "scale_mode"))
     plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced, lowp)
     if not isinstance(plan, _Plan):
         raise ValueError("nothing to tune: the problem is empty or has K == 0")
@@ -172,9 +191,10 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
 def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp=None):
     """Validate everything (raising before any allocation or launch) and
     compute the kernel configuration, schedule and tensor maps.  ``lowp``:
-    (scale_a, scale_b, a_format, b_format, precision), or None for none."""
+    (scale_a, scale_b, a_format, b_format, precision[, scale_mode]), or None
+    for none."""
     _block_n, _group, _swap, _splits, _cluster, _pingpong = forced
-    scale_a, scale_b, a_format, b_format, precision = lowp or (None,) * 5
+    scale_a, scale_b, a_format, b_format, precision, scale_mode = (tuple(lowp or ()) + (None,) * 6)[:6]
     # ------------------------------------------------------------ validation
     check_array("a", a, cp, None)
     dev = a.device.id
@@ -185,8 +205,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     for name, x in (("a", a), ("b", b)):
         if x.ndim not in (2, 3):
             raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
-    sa_factor, sa_ptr = scale_arg(cp, "scale_a", scale_a, dev, fp8)
-    sb_factor, sb_ptr = scale_arg(cp, "scale_b", scale_b, dev, fp8)
+    block = scale_mode_arg(scale_mode, fp8)            # block-scaled fp8: scales checked once shapes are known
+    sa_factor, sa_ptr = scale_arg(cp, "scale_a", scale_a, dev, fp8) if not block else (1.0, 0)
+    sb_factor, sb_ptr = scale_arg(cp, "scale_b", scale_b, dev, fp8) if not block else (1.0, 0)
     in_name = kind_label(ka, kb)
     m, k = a.shape[-2:]
     k2, n = b.shape[-2:]
@@ -237,6 +258,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
             raise ValueError("bias must be contiguous (unit stride); pass cupy.ascontiguousarray(bias)")
     if out is not None:
         check_out(cp, out, dev, out_shape, np_dtype(out_name))
+    if block:
+        bscales = block_scale_args(cp, a, b, scale_a, scale_b, dev, k, batch_info("a", a, batch)[1],
+                                   batch_info("b", b, batch)[1])
 
     # Zero-size problems (cupy.matmul semantics; no launch, no TMA rules apply).
     if m == 0 or n == 0 or batch == 0:
@@ -277,16 +301,23 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     info = _device.info(dev)
     osz = np.dtype(np_dtype(out_name)).itemsize
     bias_kind = BIAS_TYPES[bias.dtype.name] if bias is not None else 0
-    sig = tuning.signature(info.name, in_name, out_name, m, n, k, batch, a_kmajor, b_kmajor, use_c, bias_kind,
-                           ACTIVATIONS[activation])
+    sig = tuning.signature(info.name, in_name + ("+block128" if block else ""), out_name, m, n, k, batch, a_kmajor,
+                           b_kmajor, use_c, bias_kind, ACTIVATIONS[activation])
     tuned = None
     if forced == (None,) * len(forced):
         tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
+        if tuned is not None and block and (tuned["block_n"] not in (None, *gemm_configs.BLOCK_SCALED_NS)
+                                            or tuned["swap"] or (tuned.get("pingpong") and tuned["block_n"] != 64)):
+            tuned = None                    # (a hand-edited table) not a block-scaled configuration: ignored
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
             _pingpong = tuned.get("pingpong")
-    swap_ok = m <= 64 < n and out_name != "float32"   # no column-major fp32 epilogue is built
-    swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32"
+    if block and _swap:
+        raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
+                         "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
+                         "runs un-swapped")
+    swap_ok = m <= 64 < n and out_name != "float32" and not block   # no column-major fp32 epilogue is built
+    swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32" and not block
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
     # a is column-major; each keeps its own kind, so mixed fp8 kinds swap too.)
@@ -296,20 +327,29 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     else:
         km, kn = m, n
         A, B = (a, a_kmajor, a_pitch, a_bs, a_batched, ka), (b, b_kmajor, b_pitch, b_bs, b_batched, kb)
+    if block and _block_n is not None and _block_n not in gemm_configs.BLOCK_SCALED_NS:
+        raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_SCALED_NS} for block-scaled fp8 (a tile "
+                         f"inside one 128-column scale block; accumulators + promotion temporaries in 128 "
+                         f"registers), got {_block_n}")
     block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count, k)
+    if block:
+        block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if lowbits and block_n not in gemm_configs.BLOCK_NS:
         raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_NS} for {in_name} inputs, got {block_n}")
     c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
     cluster_m, cluster_n = gemm_configs.cluster_dims(_cluster)      # 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={_cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    pingpong = (bool(_pingpong) if _pingpong is not None else
+    pingpong = (bool(_pingpong) if _pingpong is not None else not block and
                 gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
+    if pingpong and block and block_n != 64:
+        raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
+                         f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
     cfg = GemmConfig(block_n, A[5], A[1], B[1], OUT_TYPES[out_name], use_c,
                      c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster_m,
-                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n)
+                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n, scale_mode=int(block))
     kernel = get_kernel(cfg.spec)
     # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
     # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
@@ -350,8 +390,15 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
                     bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
-    plan.extra = (sa_ptr, sb_ptr) if fp8 else ()      # fp8: scale_a, scale_b device pointers (0: none)
-    plan.types = _TYPES_FP8 if fp8 else _TYPES
+    if block:
+        # SA: M-major fp32, lines are k-blocks of M scales; one 128-row box (512 B) per stage, no swizzle.
+        map_sa = tma.tiled(tma.DType.FLOAT32, bscales.sa_ptr, (m, bscales.k_blocks, bscales.sa_batches),
+                           (bscales.sa_pitch, bscales.sa_bstride), (gemm_configs.BLOCK_M, 1, 1), tma.Swizzle.NONE)
+        plan.extra = (map_sa, bscales.sb_ptr, bscales.sb_n, bscales.sb_k, bscales.sb_l)
+        plan.types = _TYPES_BLOCK
+    else:
+        plan.extra = (sa_ptr, sb_ptr) if fp8 else ()      # fp8: scale_a, scale_b device pointers (0: none)
+        plan.types = _TYPES_FP8 if fp8 else _TYPES
     plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.splits > 1 else 0
     plan.ws_flags = dec.flag_count() * cluster if dec.splits > 1 else 0
     plan.cfg = cfg

@@ -10,6 +10,12 @@ Input kinds (``IN_KIND`` for A, ``IN_KIND_B`` for B): 0 fp16, 1 bf16, 2 tf32
 always 128 bytes, so a k-block holds ``128 / element bytes`` K values
 (:attr:`GemmConfig.block_k`: 64, 32 or 128) and the stage sizes, shared
 memory and stage counts do not depend on the kind.
+
+Scale modes (``scale_mode``, fp8 only): 0 per-tensor (the ``scale_a``/
+``scale_b`` pointers), 1 block-scaled (``SCALE_MODE=1``: fp32 scales per
+1x128 (row, k-block) of A and per 128x128 block of B, promoted per k-block
+in the mainloop; each stage carries 512 more bytes, the 128 A scales of its
+k-block; 128x128 cooperative or 128x64 tiles only, see kernels/gemm.cu).
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
 EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
 EPI_BYTES = 2 * 2 * EPI_BUFFER      # 2 consumers x 2 staging buffers
 MAX_STAGES = 8
+SCALE_BLOCK = 128                   # block-scaled fp8: K (and B's N) extent of one scale; = the fp8 BLOCK_K
+SA_STAGE_BYTES = BLOCK_M * 4        # block-scaled fp8: the 128 fp32 A scales each stage carries
+BLOCK_SCALED_NS = (64, 128)         # block-scaled tiles: acc + promotion temporaries <= 128 registers
 
 OUT_TYPES = {"float16": 0, "bfloat16": 1, "float32": 2}
 BIAS_TYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3}
@@ -65,6 +74,7 @@ class GemmConfig:
     pingpong: bool = False          # consumers alternate tiles (block_n <= 128) instead of sharing one
     b_kind: int = -1                # B's input kind; -1: in_kind (only fp8 A and B may differ)
     cluster_n: int = 1              # 2: CTA pairs on horizontally adjacent tiles multicast A (not with cluster_m=2)
+    scale_mode: int = 0             # fp8: 0 per-tensor scales, 1 block-scaled (1x128 A, 128x128 B)
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -83,10 +93,19 @@ class GemmConfig:
                              f"{self.cluster_m}x{self.cluster_n}")
         if self.cluster_m == 2 and self.block_n < 128:
             raise ValueError("a 2x1 cluster (B multicast) needs a 128- or 256-wide tile")
+        if self.scale_mode not in (0, 1):
+            raise ValueError(f"scale_mode must be 0 (per-tensor) or 1 (block-scaled), got {self.scale_mode}")
+        if self.scale_mode == 1:
+            if not (is_fp8(self.in_kind) and is_fp8(self.b_kind)):
+                raise ValueError("block-scaled configurations (scale_mode=1) need fp8 A and B")
+            if self.block_n not in BLOCK_SCALED_NS or (self.pingpong and self.block_n != 64):
+                raise ValueError(f"block-scaled fp8 needs a 128x128 cooperative or 128x64 tile (accumulators + "
+                                 f"promotion temporaries in 128 registers), got 128x{self.block_n}"
+                                 f"{' ping-pong' if self.pingpong else ''}")
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
-            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c))
+            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c, self.scale_mode))
 
     @property
     def in_bf16(self) -> bool:
@@ -107,6 +126,11 @@ class GemmConfig:
         return is_fp8(self.in_kind)
 
     @property
+    def block_scaled(self) -> bool:
+        """Block-scaled fp8 (SCALE_MODE 1): the kernel takes SA's map and SB's pointer and strides."""
+        return self.scale_mode == 1
+
+    @property
     def out_bytes(self) -> int:
         return 4 if self.out_type == 2 else 2
 
@@ -118,7 +142,7 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu (the same for every input kind)."""
-        stage = (BLOCK_M + self.block_n) * ROW_BYTES
+        stage = (BLOCK_M + self.block_n) * ROW_BYTES + (SA_STAGE_BYTES if self.scale_mode == 1 else 0)
         bars = 2 * self.stages + 2 * 2 * 2 + 1 + 2
         return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
 
@@ -139,6 +163,8 @@ class GemmConfig:
             kinds["IN_KIND_B"] = self.b_kind
         if self.cluster_n != 1:             # only when set: every other spec (and cache key) stays as it was
             kinds["CLUSTER_N"] = self.cluster_n
+        if self.scale_mode != 0:            # likewise
+            kinds["SCALE_MODE"] = self.scale_mode
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -153,8 +179,8 @@ def spec_kinds(spec: KernelSpec) -> tuple[int, int]:
     return d["IN_KIND"], d.get("IN_KIND_B", d["IN_KIND"])
 
 
-def max_stages(block_n: int, has_c: bool) -> int:
-    stage = (BLOCK_M + block_n) * ROW_BYTES
+def max_stages(block_n: int, has_c: bool, scale_mode: int = 0) -> int:
+    stage = (BLOCK_M + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
     fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 11)
     return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
 
@@ -266,6 +292,28 @@ def lowp_epilogue_configs() -> list[GemmConfig]:
     return out
 
 
+def block_scaled_configs() -> list[GemmConfig]:
+    """Block-scaled fp8 (scale_mode=1) kernels, for ``warmup --all`` and the
+    CPU compile tests: the tiles the host picks (128x128 cooperative, 128x64
+    for narrow N, both with the default bf16 output), 128x64 ping-pong, mixed
+    e4m3 x e5m2 / e5m2, the epilogue with C (row- and column-major), bias,
+    activations and every output type, and both cluster shapes."""
+    E, F = E4M3, E5M2
+    return [
+        GemmConfig(128, E, scale_mode=1),
+        GemmConfig(64, E, scale_mode=1),
+        GemmConfig(64, E, pingpong=True, scale_mode=1),
+        GemmConfig(128, E, b_kind=F, scale_mode=1),
+        GemmConfig(64, F, b_kind=E, out_type=2, scale_mode=1),
+        GemmConfig(128, E, True, True, 2, True, False, False, 1, False, 2, scale_mode=1),
+        GemmConfig(128, E, True, True, 0, True, True, False, 3, False, 3, scale_mode=1),
+        GemmConfig(64, E, True, True, 1, True, False, False, 2, False, 1, pingpong=True, scale_mode=1),
+        GemmConfig(128, E, cluster_m=2, scale_mode=1),
+        GemmConfig(128, E, cluster_n=2, scale_mode=1),
+        GemmConfig(64, E, True, True, 1, True, False, False, 1, False, 0, cluster_n=2, scale_mode=1),
+    ]
+
+
 def cluster_dims(cluster) -> tuple[int, int]:
     """``rawcoop.gemm``'s ``_cluster`` option as (cluster_m, cluster_n):
     None or 1 → (1, 1); 2 → (2, 1) (CTA pairs along M multicast B, as it has
@@ -282,7 +330,7 @@ def cluster_dims(cluster) -> tuple[int, int]:
 
 
 def all_specs(everything: bool = False) -> list[KernelSpec]:
-    cfgs = all_configs() + (epilogue_configs() + lowp_configs() if everything else [])
+    cfgs = all_configs() + (epilogue_configs() + lowp_configs() + block_scaled_configs() if everything else [])
     return [c.spec for c in cfgs]
 
 
@@ -315,7 +363,7 @@ def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132)
 
 
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
-    return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c))
+    return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c, cfg.scale_mode))
 
 
 def expected_instructions(spec: KernelSpec) -> list[str]:
@@ -334,20 +382,28 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
     if d.get("CLUSTER_M", 1) > 1 or d.get("CLUSTER_N", 1) > 1:
         want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive", "%cluster_ctarank"]
     if is_fp8(ka):
-        want.append("ld.global.cg.f32")         # the per-tensor scales, read on the device
+        want.append("ld.global.cg.f32")         # the per-tensor scales, or block-scaled SB, read on the device
+    if d.get("SCALE_MODE", 0) == 1:
+        want += ["ld.shared.f32", "fma.rn.f32"]  # SA from the stage; the promotion acc += tmp * (sa * sb)
     return want
 
 
 def tuning_candidates(plan) -> list[dict]:
     """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
     None), then tile width (with ping-pong on and off for 128x128) x raster
-    group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N)."""
+    group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N).
+    Block-scaled fp8: 128x128 cooperative and 128x64 cooperative/ping-pong
+    tiles, never swap-AB."""
     from .scheduler import cdiv
     out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)]
     k_blocks = cdiv(plan.k, getattr(getattr(plan, "cfg", None), "block_k", BLOCK_K))
+    block_scaled = getattr(getattr(plan, "cfg", None), "block_scaled", False)
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
-        for bn, pp in (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False))):
+        tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
+        if block_scaled:                    # 128x128 cooperative, 128x64 cooperative or ping-pong only
+            tiles = ((64, False), (64, True)) if narrow <= 64 else ((128, False), (64, False), (64, True))
+        for bn, pp in tiles:
             for group in (4, 8, 16):
                 for splits in (None, 1, 2, 4):
                     if splits is not None and splits > k_blocks:

@@ -1,5 +1,5 @@
 """The operands of ``rawcoop.gemm`` as the kernel needs them: input kinds
-(fp16/bf16, tf32, fp8 formats and per-tensor scales), each matrix's
+(fp16/bf16, tf32, fp8 formats, per-tensor and block scales), each matrix's
 orientation and pitch (the TMA rules: a unit-stride axis, 16-byte pitches and
 batch strides), zero-copy views of other libraries' GPU arrays, and the checks
 on ``out``.  Everything here raises TypeError/ValueError naming the argument
@@ -91,7 +91,8 @@ def scale_arg(cp, name: str, s, dev: int, fp8: bool) -> tuple[float, int]:
         if s.dtype != np.float32:
             raise TypeError(f"{name} must be a float32 array (or a Python float), got dtype {s.dtype.name}")
         if s.size != 1:
-            raise ValueError(f"{name} must hold exactly one value (0-d or 1-element), got shape {s.shape}")
+            raise ValueError(f"{name} must hold exactly one value (0-d or 1-element), got shape {s.shape}" +
+                             (" (block scales: pass scale_mode='block')" if s.ndim >= 2 else ""))
         if s.data.device_id != dev:
             raise ValueError(f"{name} is on device {s.data.device_id}, but a is on device {dev}")
         return 1.0, s.data.ptr
@@ -99,6 +100,133 @@ def scale_arg(cp, name: str, s, dev: int, fp8: bool) -> tuple[float, int]:
         raise TypeError(f"{name} must be a Python float or a 1-element float32 GPU array on a's device, got "
                         f"{type(s).__module__}.{type(s).__name__}")
     return float(s), 0
+
+
+SCALE_MODES = ("tensor", "block")
+
+
+def scale_mode_arg(mode, fp8: bool) -> bool:
+    """True for block-scaled fp8 (``scale_mode="block"``), False for
+    per-tensor scales (None or "tensor", the default)."""
+    if mode is not None and not (isinstance(mode, str) and mode in SCALE_MODES):
+        raise ValueError(f"scale_mode must be None, 'tensor' (per-tensor scales) or 'block' (1x128 / 128x128 "
+                         f"block scales), got {mode!r}")
+    if mode == "block" and not fp8:
+        raise ValueError("scale_mode='block' applies to fp8 inputs only (block dequantisation scales)")
+    return mode == "block"
+
+
+class BlockScales:
+    """The validated block scales of one call (see :func:`block_scale_args`):
+    SA's TMA geometry (bytes) and SB's element strides."""
+
+    __slots__ = ("sa_ptr", "sa_pitch", "sa_bstride", "sa_batches", "sb_ptr", "sb_n", "sb_k", "sb_l", "k_blocks")
+
+
+def _block_scale_array(cp, name: str, s, dev: int, shape: tuple, what: str):
+    if s is None:
+        raise ValueError(f"scale_mode='block' needs {name}: a float32 GPU array of shape {shape} ({what})")
+    if not isinstance(s, cp.ndarray):
+        raise TypeError(f"{name} must be a float32 GPU array of shape {shape} with scale_mode='block' ({what}), "
+                        f"got {type(s).__module__}.{type(s).__name__} (a Python float is a per-tensor scale: "
+                        "fold it into alpha)")
+    if s.dtype != np.float32:
+        raise TypeError(f"{name} must be a float32 array, got dtype {s.dtype.name}")
+    if s.data.device_id != dev:
+        raise ValueError(f"{name} is on device {s.data.device_id}, but a is on device {dev}")
+    if tuple(s.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(s.shape)}; scale_mode='block' needs {shape} ({what})")
+    if any(st < 0 for st in s.strides):
+        raise ValueError(f"{name} has a negative stride {s.strides}; pass cupy.ascontiguousarray({name})")
+
+
+def block_scale_args(cp, a, b, sa, sb, dev: int, k: int, a_batched: bool, b_batched: bool) -> BlockScales:
+    """Validate the block scales of fp8 ``a`` (…, M, K) and ``b`` (…, K, N)
+    (raising TypeError/ValueError naming the argument; nothing touches the
+    GPU) and return their geometry.
+
+    * ``scale_a`` (SA): float32, shape a.shape[:-1] with K replaced by
+      ceil(K/128): ``(M, KB)`` or ``(L, M, KB)``; SA[m, kb] scales row m of
+      k-block kb.  **M-major** (M contiguous: stride 4 bytes along M), the
+      stride between k-blocks (and batches) a positive multiple of 16 bytes,
+      base 16-byte aligned: the kernel TMA-loads 128 consecutive rows of one
+      k-block as one 512-byte box.  This is the transpose of the natural
+      row-major (M, KB) array; :func:`mn_major_scales` makes such a copy (once,
+      explicitly: rawcoop never copies silently per call).
+    * ``scale_b`` (SB): float32, shape b.shape[:-2] + (ceil(N/128), ceil(K/128)):
+      ``(NB, KB)`` or ``(L, NB, KB)``; SB[nb, kb] scales the 128x128 block
+      (columns 128·nb.., k-block kb) of b.  Any non-negative strides (the
+      kernel reads one float per k-block with ld.global).
+    * Batches follow the operand: the kernel reads SA's batch l where it
+      reads a's (batch 0 when a is 2-D or broadcast), SB's where it reads b's.
+    The last k-block (and for SB the last column block) may be partial:
+    K and N need not be multiples of 128; A, B and SA are zero-filled past
+    their ends, so padded k-blocks contribute 0 whatever their scale."""
+    kb_count = -(-k // 128)
+    m, n = a.shape[-2], b.shape[-1]
+    sa_shape = tuple(a.shape[:-2]) + (m, kb_count)
+    sb_shape = tuple(b.shape[:-2]) + (-(-n // 128), kb_count)
+    _block_scale_array(cp, "scale_a", sa, dev, sa_shape,
+                       "one fp32 scale per row of a and 128-wide k-block: (M, ceil(K/128)), M-major")
+    _block_scale_array(cp, "scale_b", sb, dev, sb_shape,
+                       "one fp32 scale per 128x128 block of b: (ceil(N/128), ceil(K/128))")
+    bs = BlockScales()
+    bs.k_blocks = kb_count
+    if sa.size == 0 or sb.size == 0:
+        return bs                           # an empty problem: nothing is loaded
+    fix = ("; pass rawcoop.mn_major_scales(scale_a), an M-major copy (make it once, where the scales are "
+           "produced: rawcoop never copies silently)")
+    st = sa.strides
+    if m > 1 and st[-2] != 4:
+        raise ValueError(f"scale_a must be M-major (unit stride along M: the kernel TMA-loads 128 consecutive "
+                         f"rows of one k-block), got strides {st} (bytes) for shape {tuple(sa.shape)}" + fix)
+    if kb_count > 1:
+        pitch = st[-1]
+        if pitch <= 0 or pitch % 16 or pitch < 4 * m:
+            raise ValueError(f"scale_a: the stride between k-blocks is {pitch} bytes; TMA needs a positive "
+                             f"multiple of 16 bytes of at least 4*M = {4 * m} (M rounded up to a multiple of 4 "
+                             "floats)" + fix)
+    else:
+        pitch = round16(4 * m)
+    bs.sa_batches = sa.shape[0] if (sa.ndim == 3 and a_batched) else 1
+    if bs.sa_batches > 1:
+        bs.sa_bstride = st[0]
+        if st[0] <= 0 or st[0] % 16:
+            raise ValueError(f"scale_a: batch stride {st[0]} bytes must be a positive multiple of 16 bytes for "
+                             "TMA" + fix)
+    else:
+        bs.sa_bstride = round16(pitch * max(kb_count, 1))
+    if sa.size and sa.data.ptr % 16:
+        raise ValueError(f"scale_a: base address 0x{sa.data.ptr:x} is not 16-byte aligned, as TMA needs" + fix)
+    bs.sa_ptr, bs.sa_pitch = sa.data.ptr, pitch
+    sst = sb.strides
+    if any(x % 4 for x in sst) or any(x // 4 >= 2 ** 31 for x in sst):
+        raise ValueError(f"scale_b: strides {sst} (bytes) must be multiples of 4 bytes below 2^33; pass "
+                         "cupy.ascontiguousarray(scale_b)")
+    bs.sb_ptr = sb.data.ptr
+    bs.sb_n, bs.sb_k = sst[-2] // 4, sst[-1] // 4
+    bs.sb_l = sst[0] // 4 if (sb.ndim == 3 and b_batched and sb.shape[0] > 1) else 0
+    return bs
+
+
+def mn_major_scales(scale_a):
+    """An M-major float32 copy of block scales ``scale_a`` of shape (M, KB) or
+    (L, M, KB) (any layout and float dtype; a CuPy array or another GPU array),
+    as ``rawcoop.gemm(..., scale_mode="block")`` needs it: returned as an
+    (M, KB) / (L, M, KB) view with unit stride along M and the k-block pitch
+    padded to 16 bytes (M rounded up to a multiple of 4; the padding is
+    zeros).  One explicit copy on the array's device and CuPy's current stream
+    there: make it where the scales are produced, not before every GEMM."""
+    import cupy as cp
+    x = as_cupy(cp, "scale_a", scale_a)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"scale_a must be 2-D (M, KB) or 3-D (L, M, KB), got shape {x.shape}")
+    lead, (m, kb) = x.shape[:-2], x.shape[-2:]
+    mp = max(4, -(-m // 4) * 4)
+    with cp.cuda.Device(x.device.id):
+        buf = cp.zeros(lead + (kb, mp), dtype=cp.float32)
+        buf[..., :m] = cp.swapaxes(x, -1, -2)
+        return cp.swapaxes(buf[..., :m], -1, -2)
 
 
 def np_dtype(name: str) -> np.dtype:
@@ -247,11 +375,12 @@ def foreign_scale(s, nd) -> bool:
 
 def scale_key(s):
     """A scale's part of the plan key: the value of a Python number (folded
-    into alpha), the address of an array (whose contents the kernel reads at
-    launch time, so they may change without a new plan)."""
+    into alpha), the address, shape, strides and dtype of an array (whose
+    contents the kernel reads at launch time, so they may change without a
+    new plan; block scales' strides are part of the TMA map)."""
     if s is None or isinstance(s, (int, float, np.number, np.bool_)):
         return (type(s), s)             # typed: True (rejected) must not share 1.0's plan
-    return (s.data.ptr, s.data.device_id, s.shape, s.dtype)
+    return (s.data.ptr, s.data.device_id, s.shape, s.strides, s.dtype)
 
 
 def tma_storable(d, osz: int, batch: int) -> bool:

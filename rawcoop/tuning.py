@@ -90,15 +90,15 @@ def _persist(sig: str, choice: dict) -> None:
 
 def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation=None, out_dtype=None,
          iters: int = 20, persist: bool = True, verbose: bool = False, scale_a=None, scale_b=None,
-         a_format=None, b_format=None, precision=None) -> dict:
+         a_format=None, b_format=None, precision=None, scale_mode=None) -> dict:
     """Time every candidate configuration of ``rawcoop.gemm(a, b, ...)`` (tile
     width, raster group, split-K, swap-AB) with CUDA events (median of
     ``iters`` calls after a warm-up) and remember the fastest for this GPU and
     problem.  Returns ``{"signature", "choice", "us", "default_us",
     "results"}``.  Every candidate's output is checked against the default
     configuration's before it may win.  ``scale_a``, ``scale_b``,
-    ``a_format``, ``b_format``, ``precision``: as for ``rawcoop.gemm`` (fp8,
-    tf32)."""
+    ``a_format``, ``b_format``, ``precision``, ``scale_mode``: as for
+    ``rawcoop.gemm`` (fp8, tf32, block-scaled fp8)."""
     import cupy as cp
 
     import importlib
@@ -108,7 +108,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 
     kw = dict(c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out_dtype=out_dtype)
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b), ("a_format", a_format), ("b_format", b_format),
-                    ("precision", precision)):
+                    ("precision", precision), ("scale_mode", scale_mode)):
         if v is not None:
             kw[name] = v
     sig = _gemm._plan_for(a, b, **kw).signature

@@ -294,7 +294,19 @@ def test_fp8_tf32_suites_parse():
     assert b.suite == ["fp8"]
 
 
+def test_fp8_block_option_parses():
+    a = _bench_args(["--suite", "fp8"])
+    assert not a.fp8_block and bench.settings_of(a)["fp8_block_shapes"] == []
+    assert bench.FP8_BLOCK_SHAPES == ("4096x7168x16384", "4096x4096x7168", "128x7168x16384")
+    a = _bench_args(["--suite", "fp8", "--fp8-block"])
+    assert a.fp8_block and [str(s) for s in a.fp8_block_shapes] == list(bench.FP8_BLOCK_SHAPES)
+    a = _bench_args(["--suite", "fp8", "--fp8-block", "--fp8-block-shapes", "256x512x1040"])
+    assert a.fp8_block_shapes == [(256, 512, 1040, 1)]
+    assert bench.settings_of(a)["fp8_block_shapes"] == ["256x512x1040"]
+
+
 @pytest.mark.parametrize("argv,needle", [
+    (["--fp8-block-shapes", "128x128x100"], "fp8 needs K a multiple of 16"),
     (["--fp8-shapes", "128x128x100"], "fp8 needs K a multiple of 16"),
     (["--fp8-shapes", "128x128x128x2"], "no batch"),
     (["--tf32-shapes", "64x64x30"], "tf32 needs K a multiple of 4"),
@@ -482,7 +494,8 @@ def _fake_cupy():
     import numpy as np
     cp = types.ModuleType("cupy")
     for name in ("float16", "float32", "float64", "uint8", "uint16", "int16", "int32", "int64", "intp", "abs",
-                 "empty", "clip", "searchsorted", "minimum", "where", "signbit", "ndarray", "asarray", "linalg"):
+                 "empty", "clip", "searchsorted", "minimum", "where", "signbit", "ndarray", "asarray", "linalg",
+                 "exp2", "repeat"):
         setattr(cp, name, getattr(np, name))
     L = types.ModuleType("cupy._core._routines_linalg")
     for i, n in enumerate(("TBD", "DEFAULT", "PEDANTIC", "FP16", "FP32", "FP64", "BF16", "TF32")):
@@ -511,6 +524,9 @@ def _fake_cupy():
 
         def standard_normal(self, shape, dtype=np.float64):
             return self.g.standard_normal(shape, dtype=np.float32).astype(dtype)
+
+        def uniform(self, low, high, shape):
+            return self.g.uniform(low, high, shape)
     cp.random = types.SimpleNamespace(RandomState=RandomState)
     cp.cuda = types.SimpleNamespace(
         Event=_FakeEvent, get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3,
@@ -525,8 +541,18 @@ def _fake_gemm(calls):
     lut = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
 
     def gemm(a, b, *, out=None, out_dtype=None, a_format=None, b_format=None, scale_a=None, scale_b=None,
-             precision=None, **kw):
+             precision=None, scale_mode=None, **kw):
         assert a.flags.c_contiguous and b.flags.f_contiguous, "TN: a row-major, b = bt.T"
+        if scale_mode == "block":
+            (m, k), n = a.shape, b.shape[1]
+            assert scale_a.shape == (m, -(-k // 128)) and scale_a.strides[0] == 4, "SA (M, KB), M-major"
+            assert scale_b.shape == (-(-n // 128), -(-k // 128)) and scale_b.dtype == np.float32
+            sa = np.repeat(scale_a, 128, axis=1)[:, :k]
+            sb = np.repeat(np.repeat(scale_b, 128, axis=0)[:n], 128, axis=1)[:, :k].T
+            r = (lut[a] * sa) @ (lut[b] * sb)
+            calls.append("fp8 block")
+            out[...] = r.astype(out_dtype)
+            return out
         if precision == "tf32":
             assert a.dtype == b.dtype == np.float32 and scale_a is None
             r = _tf32_round(a) @ _tf32_round(b)
@@ -702,6 +728,23 @@ def test_fp8_suite_when_scaled_mm_refuses_out_or_everything(fake_gpu, capsys):
     rows = [r for r in b.rows if r["suite"] == "fp8"]
     assert len(rows) == 1 and rows[0]["baseline"] == bench.NO_BASELINE
     assert rows[0]["baseline_skipped"].startswith("torch._scaled_mm refused: RuntimeError")
+
+
+def test_fp8_block_rows_on_a_fake_gpu(fake_gpu, monkeypatch):
+    import numpy as np
+
+    import rawcoop
+    monkeypatch.setattr(rawcoop, "mn_major_scales", lambda x: np.asfortranarray(x))
+    b, calls = fake_gpu(["--suite", "fp8", "--fp8-shapes", "32x16x32", "--fp8-block", "--fp8-block-shapes",
+                         "48x200x272", "--rounds", "1", "--iters", "1"], None)
+    b.fp8()
+    rows = [r for r in b.rows if r.get("scale_mode") == "block"]
+    assert len(rows) == 1 and "fp8 block" in calls
+    r = rows[0]
+    assert r["suite"] == "fp8" and r["case"] == "e4m3 block 48x200x272 TN" and r["baseline"] == bench.NO_BASELINE
+    assert r["peak_tflops"] == 1979.0 and r["flops"] == 2.0 * 48 * 200 * 272 and r["ratio"] is None
+    assert r["rel_err"] < 1e-2 and r["err_vs"] == "fp32 GEMM of the dequantised inputs"
+    assert 'scale_mode="block"' in r["rawcoop_call"]
 
 
 def test_run_goes_on_after_a_failing_suite(fake_gpu, monkeypatch, capsys, tmp_path):

@@ -1,6 +1,8 @@
 """CPU: every registered kernel configuration compiles under NVRTC for sm_90a,
 its PTX contains the instructions it is meant to use, and ptxas reports no
 spills."""
+import re
+
 import pytest
 
 from rawcoop import compiler, registry
@@ -52,6 +54,54 @@ def test_tf32_fp8_configs_compile(cfg):
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
     assert cfg.smem_bytes <= _gc.SMEM_LIMIT
+
+
+BLOCK = _gc.block_scaled_configs()
+_TMA_LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes "
+
+
+@pytest.mark.parametrize("cfg", BLOCK, ids=lambda c: c.spec.label)
+def test_block_scaled_fp8_configs_compile(cfg):
+    """Block-scaled fp8 (SCALE_MODE=1): compiles without spills or serialised
+    wgmma, and against the same configuration with per-tensor scales its PTX
+    has exactly one more TMA load (the stage's A scales), one fma.rn.f32 per
+    accumulator register more (the promotion acc += tmp * (sa * sb)), two
+    ld.shared.f32 per 64-row half (the thread's rows' A scales), one more
+    fence.proxy.async (before the stage is released), one ld.global.cg.f32
+    (SB) instead of two (the per-tensor scales), and no k-block in flight
+    across the promotion (no wgmma.wait_group 1)."""
+    from dataclasses import replace
+    r = compiler.compile_spec(cfg.spec, want_ptx=True)
+    assert r.cubin[:4] == b"\x7fELF"
+    for instr in registry.expected_instructions(cfg.spec):
+        assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
+    usage = compiler.resource_usage(r.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert "C7508" not in r.log and "C7517" not in r.log and "C7514" not in r.log, r.log
+    assert cfg.smem_bytes <= _gc.SMEM_LIMIT
+    plain = compiler.compile_spec(replace(cfg, scale_mode=0, stages=0).spec, want_ptx=True).ptx
+    ptx = r.ptx
+    halves = 2 if cfg.pingpong else 1
+    assert ptx.count(_TMA_LOAD) == plain.count(_TMA_LOAD) + 1
+    assert ptx.count("fma.rn.f32") == plain.count("fma.rn.f32") + halves * cfg.block_n // 2
+    assert ptx.count("ld.shared.f32 ") == 2 * halves
+    assert ptx.count("fence.proxy.async.shared::cta") == plain.count("fence.proxy.async.shared::cta") + 1
+    assert ptx.count("ld.global.cg.f32 ") == 1 and plain.count("ld.global.cg.f32 ") == 2
+    assert "wgmma.wait_group.sync.aligned 1;" in plain and "wgmma.wait_group.sync.aligned 1;" not in ptx
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(BLOCK_N=256), "block-scaled: a tile must lie inside one 128-column B scale block"),
+    (dict(PINGPONG=1), "accumulators + promotion temporaries must fit in 128 registers"),
+    (dict(IN_KIND=1), "block scales (SCALE_MODE 1) are for fp8 inputs"),
+    (dict(SCALE_MODE=2), "SCALE_MODE: 0 per-tensor, 1 block-scaled"),
+])
+def test_block_scaled_kernel_static_asserts(change, message):
+    """The static_asserts behind the host's block-scaled tile rules."""
+    spec = _gc.GemmConfig(128, _gc.E4M3, scale_mode=1).spec
+    bad = KernelSpec(spec.source, spec.name, tuple((k, change.get(k, v)) for k, v in spec.defines))
+    with pytest.raises(compiler.CompileError, match=re.escape(message)):
+        compiler.compile_spec(bad)
 
 
 def test_tf32_fp8_configs_cover_every_kind_pair_and_tile():
