@@ -58,7 +58,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
 PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
-FOCUS="tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
+FOCUS="tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""
 for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
 Q_OUT="$(printf '%q' "$OUTDIR")"
@@ -84,7 +84,7 @@ add gpu-suite 150 "$PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 75 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
 add sanitize 75 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 95 "$PY -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 95 "$PY -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
 
 N=${#NAMES[@]}
