@@ -85,6 +85,8 @@ class Gemm:
     out: str = "poison"
     kw: dict = field(default_factory=dict)
     quick: bool = False
+    scales: str | None = None   # fp8: "tensor" (1-element device scales) or "block" (scale_mode="block")
+    tol: float | None = None    # None: TOL of the output dtype
 
     def run(self, cp, np, rawcoop) -> str:
         rng = np.random.default_rng(zlib.crc32(self.name.encode()))
@@ -100,6 +102,18 @@ class Gemm:
             hb, b = _operand(cp, np, rng, self.k, self.n, not b_kmajor, dt, (lb,) if lb else ())
         out_shape = ((L,) if L else ()) + (self.m, self.n)
         kw = dict(self.kw)
+        if self.scales == "tensor":             # per-tensor fp8 scales, read by the kernel
+            kw["scale_a"], kw["scale_b"] = cp.asarray([0.75], cp.float32), cp.asarray([1.5], cp.float32)
+            ha, hb = ha * 0.75, hb * 1.5
+        elif self.scales == "block":            # per (row, 128-K) A scales, per 128x128 B scales
+            kb = -(-self.k // 128)
+            sa = np.exp2(rng.integers(-4, 5, size=(self.m, kb))).astype(np.float32)
+            sb = np.exp2(rng.integers(-4, 5, size=(-(-self.n // 128), kb))).astype(np.float32)
+            kw["scale_a"] = rawcoop.mn_major_scales(cp.asarray(sa))
+            kw["scale_b"], kw["scale_mode"] = cp.asarray(sb), "block"
+            ks = np.arange(self.k) // 128
+            ha = ha * sa[:, ks]
+            hb = hb * sb[np.arange(self.n) // 128][:, ks].T
         ref = self.alpha * np.matmul(ha, hb)
         if self.c:
             lead = (L,) if self.c == "row3" else ()
@@ -128,7 +142,7 @@ class Gemm:
         if not np.isfinite(got).all():
             raise AssertionError(f"{int((~np.isfinite(got)).sum())} non-finite elements (unwritten or wrong)")
         err = float(np.linalg.norm((got - ref).ravel()) / np.linalg.norm(ref.ravel()))
-        tol = TOL[np.dtype(odt).name]
+        tol = self.tol or TOL[np.dtype(odt).name]
         if not err < tol:
             raise AssertionError(f"relative error {err:.2e} >= {tol:.0e}")
         return f"rel err {err:.1e}"
@@ -161,9 +175,9 @@ class Replicate:
 
 def _np_dtype(name):
     import numpy as np
-    if name == "bfloat16":
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(name)
 
 
@@ -173,7 +187,7 @@ def _operand(cp, np, rng, rows, cols, cols_contiguous, dt, lead):
     Returns (float64 host copy, device array)."""
     shape = lead + ((rows, cols) if cols_contiguous else (cols, rows))
     host = rng.standard_normal(shape).astype(np.float32).astype(dt)
-    dev = cp.asarray(host)
+    dev = cp.asarray(host.view(np.uint8)).view(dt) if dt.itemsize == 1 else cp.asarray(host)   # fp8 via bytes
     if not cols_contiguous:
         host, dev = np.swapaxes(host, -1, -2), cp.swapaxes(dev, -1, -2)
     return host.astype(np.float64), dev
@@ -237,6 +251,23 @@ def problems(have_pingpong: bool = True) -> list:
         P.append(Gemm("fp16 ping-pong tile 128", "float16", "TN", m=512, n=384, k=256,
                       kw={"_pingpong": True, "_block_n": 128}))
         P.append(Gemm("bf16 ping-pong tile 64 swap-AB", "bfloat16", "TN", m=40, k=256, kw={"_pingpong": True}))
+    # CTA pairs along N (A multicast)
+    P.append(Gemm("bf16 cluster 1x2 tile 128 NT", "bfloat16", "NT", m=256, n=640, k=256,
+                  kw={"_cluster": (1, 2), "_block_n": 128}, quick=True))
+    P.append(Gemm("fp16 cluster 1x2 ping-pong + C", "float16", "TN", m=512, n=384, k=256, c="row",
+                  kw={"_cluster": (1, 2), "_block_n": 128, "_pingpong": True}))
+    # TF32 (float32 inputs, K-major A and B) and FP8 (K-major), per-tensor and block-scaled
+    P.append(Gemm("tf32 TN -> fp32", "float32", "TN", kw={"precision": "tf32"}, tol=5e-3, quick=True))
+    P.append(Gemm("tf32 TN -> bf16 + C + bias + gelu", "float32", "TN", out_dtype="bfloat16", c="row",
+                  bias="float32", act="gelu", kw={"precision": "tf32", "_splits": 2}, k=512, tol=1e-2))
+    P.append(Gemm("e4m3 TN -> bf16, device scales", "float8_e4m3fn", "TN", m=200, n=264, k=256,
+                  out_dtype="bfloat16", scales="tensor", tol=1e-2, quick=True))
+    P.append(Gemm("e5m2 TN -> bf16 + bias + relu, swap-AB", "float8_e5m2", "TN", m=40, n=264, k=384,
+                  out_dtype="bfloat16", bias="float32", act="relu", scales="tensor", tol=1e-2))
+    P.append(Gemm("e4m3 block-scaled -> bf16", "float8_e4m3fn", "TN", m=200, n=264, k=400,
+                  out_dtype="bfloat16", scales="block", tol=1e-2, quick=True))
+    P.append(Gemm("e4m3 block-scaled split-K 2 -> fp32 + C", "float8_e4m3fn", "TN", m=136, n=200, k=1024,
+                  out_dtype="float32", c="row", scales="block", kw={"_splits": 2}, tol=1e-2))
     # the TMA multicast kernel
     for dt in ("float16", "float32", "uint8", "float64"):
         for copies in (1, 2, 4):
