@@ -42,20 +42,13 @@ def parse_args(argv=None):
 
 
 def run_one(args) -> int:
-    import importlib
-
     from rawcoop import _fuzz
     p = _fuzz.draw(args.seed, args.case)
     print(_fuzz.reproducer(p))
     try:
         print("kernel:", _fuzz.plan_spec(p).label)
-        gm = importlib.import_module("rawcoop.gemm")
         arrays = _fuzz.build(p, fill=False)
-        kw = p.gemm_kwargs()
-        kw.pop("_cluster")
-        plan = gm._plan_for(arrays["a"], arrays["b"], c=arrays["c"], alpha=p.alpha, beta=p.beta,
-                            bias=arrays["bias"], activation=p.activation, out_dtype=_fuzz._np_dtype(p.out_dtype),
-                            **kw)
+        plan = _fuzz.plan(p, arrays, with_cluster=False)        # with the tf32/fp8 options and scales
         print("decomposition:", plan.decomposition, "grid:", plan.grid[0], "(without cluster)" if p.cluster else "")
         del arrays
     except Exception as e:  # noqa: BLE001 - the case itself reports it below

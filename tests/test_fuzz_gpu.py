@@ -1,15 +1,23 @@
 """The GEMM fuzzer (rawcoop/_fuzz.py; longer runs: bench/fuzz.py).
 
-GPU (marker gpu): >= 1000 seeded problems across shapes, layouts, dtypes,
-batching, epilogues, output types and forced decompositions, each within the
-tolerance of tests/test_gemm_full_gpu.py against a float64 reference; all
-failures are collected and reported with one-line reproducers.
-RAWCOOP_FUZZ_SEED overrides the seed, RAWCOOP_FUZZ_COUNT the count.
+GPU (marker gpu): >= 1000 seeded problems across shapes, layouts, input
+kinds (float16, bfloat16, tf32, fp8 e4m3/e5m2/mixed with per-tensor scales,
+block-scaled fp8), batching, epilogues, output types and forced
+decompositions, each within the tolerance of tests/test_gemm_full_gpu.py
+(16-bit inputs), tests/test_fp8_tf32_gpu.py (tf32, per-tensor fp8) or
+tests/test_fp8_block_gpu.py (block-scaled, also element-wise) against a
+float64 reference; all failures are collected and reported with one-line
+reproducers.  RAWCOOP_FUZZ_SEED overrides the seed, RAWCOOP_FUZZ_COUNT the
+count.  With -s it prints the largest error/tolerance ratio per input kind.
 
-CPU: the draw is deterministic (also across processes and hash seeds), only
-legal combinations are drawn, and 1000 draws cover every category and every
-epilogue variant with a moderate number of kernel configurations.
+CPU: the draw is deterministic (also across processes and hash seeds), the
+16-bit problems are those drawn before tf32/fp8 existed (the regression case
+seed 7 / case 831 included), only legal combinations are drawn (gemm's own
+planning, on stub arrays, accepts every draw and picks the configuration
+``predicted_config`` says), and 1000 draws cover every category, input kind
+and epilogue variant with a moderate number of kernel configurations.
 """
+import hashlib
 import os
 import subprocess
 import sys
@@ -31,20 +39,24 @@ def test_fuzz_against_float64_reference():
     specs, report = _fuzz.prewarm(probs)
     assert report is None or not report.failed, [o.spec.label for o in report.failed]
     failures = []
+    worst = {}
     for p in probs:
         o = _fuzz.check(p)
+        if o.ok and o.ratio > worst.get(p.kind, (-1.0, None))[0]:
+            worst[p.kind] = (o.ratio, p.index)
         if not o.ok:
             failures.append(o.line())
             if not _fuzz.device_ok():
                 failures.append(f"(stopped after case {p.index}: the CUDA context is broken)")
                 break
+    print("\n  largest error/tolerance per input kind: " +
+          ", ".join(f"{k} {r:.3f} (case {i})" for k, (r, i) in sorted(worst.items())))
     assert not failures, (f"{len(failures)} of {COUNT} fuzz cases failed (seed {SEED}, {len(specs)} "
                           "kernel configurations):\n" + "\n".join(failures))
 
 
 # ---------------------------------------------------------------- CPU
 def _digest(seed, count):
-    import hashlib
     h = hashlib.sha256()
     for i in range(count):
         h.update(repr(_fuzz.draw(seed, i)).encode())
@@ -78,6 +90,21 @@ def test_reproducer_is_one_line_naming_seed_and_case():
     assert f"{p.m}x{p.n}x{p.k}" in line
 
 
+def test_16bit_draws_are_those_from_before_tf32_and_fp8():
+    """tf32/fp8 recipes were added by re-interpreting some recipes, so the
+    16-bit ones kept their draws: the regression case (seed 7 case 831,
+    named in bench/NOTES.md and written out in tests/test_regressions_gpu.py)
+    and the reproducer lines of the 554 16-bit problems among the default
+    seed's first 1000 (sha256 of the lines as the fuzzer drew them before
+    tf32/fp8 existed).  A deliberate change of the draw updates the digest."""
+    from test_regressions_gpu import _case_831
+    assert _fuzz.draw(7, 831) == _case_831()
+    lines = [_fuzz.reproducer(p) for p in _fuzz.problems(_fuzz.DEFAULT_SEED, 1000) if p.kind == "16bit"]
+    assert len(lines) == 554
+    assert hashlib.sha256("\n".join(lines).encode()).hexdigest() == \
+        "f7e5632952a5d52ec239012e0c33b9f7cca64280433008bef430e42f353f517b"
+
+
 @pytest.fixture(scope="module")
 def draws():
     return _fuzz.problems(SEED, 1000)
@@ -100,20 +127,61 @@ def test_draws_are_legal_for_gemm(draws):
             assert p.beta == 0.0
         else:
             assert p.beta != 0.0
+        if p.kind == "16bit":
+            assert p.in_dtype in _fuzz.IN_DTYPES and p.b_dtype is None and p.scales == "none"
+            continue
+        # tf32 / fp8: K-major A and B, 16-byte pitches, a 16-bit or float32 bias, legal scales and tiles
+        assert (p.a_layout, p.b_layout) == ("row", "col")
+        assert p.bias_dtype in (None, "float32", "float16", "bfloat16")
+        lay = _fuzz.layouts(p)
+        for name, kaxis in (("a", -1), ("b", -2)):          # unit stride along K, 16-byte pitch
+            shape, strides, dt = lay[name]
+            assert strides[kaxis] == _fuzz._np_dtype(dt).itemsize and strides[-3 - kaxis] % 16 == 0, (name, p)
+        if p.kind == "tf32":
+            assert p.in_dtype == "float32" and p.scales == "none" and p.fp8_storage is None
+            continue
+        assert p.in_dtype in _fuzz.FP8_FORMATS and p.b_in_dtype in _fuzz.FP8_FORMATS
+        assert p.fp8_storage in _fuzz.FP8_STORAGES and p.a_pad % 16 == 0 and p.b_pad % 16 == 0
+        if p.kind == "fp8":
+            assert p.scales in _fuzz.SCALE_KINDS and p.k <= _fuzz.FP8_MAX_K
+            assert 2.0 ** -12 <= p.scale_a <= 2.0 ** 8 and 2.0 ** -12 <= p.scale_b <= 2.0 ** 8
+        else:
+            assert p.scales == "block" and p.block_n in (None, 64, 128) and not p.swap
+            assert not p.pingpong or p.block_n == 64
+            assert cfg.scale_mode == 1 and not cfg.d_colmajor
+            kb = -(-p.k // 128)
+            assert lay["scale_a"][0][-2:] == (p.m, kb) and lay["scale_a"][1][-2] == 4      # M-major
+            assert lay["scale_b"][0][-2:] == (-(-p.n // 128), kb)
+
+
+def test_draws_plan_on_the_cpu_as_predicted(draws, monkeypatch):
+    """gemm's real validation and planning (stub CuPy arrays of the drawn
+    shapes, strides and dtypes, the scales as the draw passes them; device
+    query, kernel lookup and tensor-map encoding stubbed, the maps
+    validated) accept every draw and pick predicted_config's configuration."""
+    from test_lowp_host import StubArray, build, stub_planning
+    stub_planning(monkeypatch)
+    for p in draws:
+        arrays = {name: StubArray(shape, dt, strides=st) for name, (shape, st, dt) in _fuzz.layouts(p).items()}
+        if p.out_kind == "inplace":
+            arrays["out"] = arrays["c"]
+        plan = build(arrays["a"], arrays["b"], **_fuzz.call_kwargs(p, arrays))
+        assert plan.cfg == _fuzz.predicted_config(p), _fuzz.reproducer(p)
 
 
 def test_draws_cover_every_category(draws):
     seen = {f: Counter(getattr(p, f) for p in draws) for f in
             ("shape_class", "batch_kind", "in_dtype", "a_layout", "b_layout", "out_dtype", "c_kind", "bias",
-             "activation", "out_kind", "splits", "block_n", "swap", "cluster", "group", "pdl", "c_2d")}
+             "activation", "out_kind", "splits", "block_n", "swap", "cluster", "group", "pdl", "c_2d", "kind")}
+    sixteen = [p for p in draws if p.kind == "16bit"]
     assert set(seen["shape_class"]) == set(_fuzz.SHAPE_CLASSES)
     assert set(seen["batch_kind"]) == set(_fuzz.BATCH_KINDS)
-    assert set(seen["in_dtype"]) == set(_fuzz.IN_DTYPES)
+    assert set(seen["in_dtype"]) == set(_fuzz.IN_DTYPES) | {"float32"} | set(_fuzz.FP8_FORMATS)
     assert set(seen["out_dtype"]) == set(_fuzz.OUT_DTYPES)
-    assert {(p.in_dtype, p.out_dtype) for p in draws} == {(i, o) for i in _fuzz.IN_DTYPES for o in _fuzz.OUT_DTYPES}
-    assert {(p.a_layout, p.b_layout) for p in draws} == {(a, b) for a in ("row", "col") for b in ("row", "col")}
+    assert {(p.in_dtype, p.out_dtype) for p in sixteen} == {(i, o) for i in _fuzz.IN_DTYPES for o in _fuzz.OUT_DTYPES}
+    assert {(p.a_layout, p.b_layout) for p in sixteen} == {(a, b) for a in ("row", "col") for b in ("row", "col")}
     assert set(seen["c_kind"]) == set(_fuzz.C_KINDS)
-    assert set(seen["bias"]) == set(_fuzz.BIAS_KINDS)
+    assert set(seen["bias"]) == set(_fuzz.BIAS_KINDS) | {"float16", "bfloat16"}
     assert set(seen["activation"]) == set(_fuzz.ACTIVATIONS)
     assert set(seen["out_kind"]) == set(_fuzz.OUT_KINDS)
     assert {None, 1, 2, 3, 4} <= set(seen["splits"])
@@ -134,23 +202,56 @@ def test_draws_cover_every_category(draws):
     assert any(p.m == 1 and p.k >= 65536 for p in draws)
     assert any(p.m >= 1024 and p.n >= 1024 for p in draws)
     assert sum(p.m <= 64 < p.n for p in draws) >= 100            # swap-AB territory
-    # with every batch kind and each operand layout
-    assert {(p.batch_kind, p.a_layout, p.b_layout) for p in draws} >= {
+    # with every batch kind and each operand layout (16-bit: the layouts tf32/fp8 do not take)
+    assert {(p.batch_kind, p.a_layout, p.b_layout) for p in sixteen} >= {
         (k, a, b) for k in _fuzz.BATCH_KINDS if k != "none" for a in ("row", "col") for b in ("row", "col")}
+
+
+def test_draws_cover_every_input_kind(draws):
+    """tf32, fp8 per-tensor (e4m3, e5m2, mixed; both storage policies; every
+    kind of scale) and block-scaled fp8 (with split-K, both clusters, the
+    128x64 ping-pong tile), in several shapes, batches and epilogues."""
+    by = {k: [p for p in draws if p.kind == k] for k in _fuzz.KINDS}
+    assert all(len(by[k]) >= 50 for k in _fuzz.KINDS), {k: len(v) for k, v in by.items()}
+    assert len(by["16bit"]) >= 500
+    fp8 = by["fp8"] + by["block"]
+    pairs = {(p.in_dtype, p.b_in_dtype) for p in by["fp8"]}
+    assert {("e4m3", "e4m3"), ("e5m2", "e5m2")} <= pairs and pairs & {("e4m3", "e5m2"), ("e5m2", "e4m3")}
+    assert {p.fp8_storage for p in by["fp8"]} == {p.fp8_storage for p in by["block"]} == set(_fuzz.FP8_STORAGES)
+    assert {p.scales for p in by["fp8"]} == set(_fuzz.SCALE_KINDS)
+    assert {p.scales for p in by["block"]} == {"block"} and any(p.sb_colmajor for p in by["block"])
+    blk = by["block"]
+    assert sum((p.splits or 1) > 1 for p in blk) >= 5                                   # forced split-K
+    assert any(p.k > 128 * 8 for p in blk) and any(p.k % 128 for p in blk)              # many / partial k-blocks
+    assert any(p.cluster == 2 for p in blk) and any(p.cluster == (1, 2) for p in blk)
+    assert any(p.pingpong and p.block_n == 64 for p in blk)
+    assert any(p.m <= 64 < p.n for p in blk)                                             # small M, unswapped
+    for k in ("tf32", "fp8", "block"):
+        ps = by[k]
+        assert {p.out_dtype for p in ps} == set(_fuzz.OUT_DTYPES), k
+        assert any(p.out_dtype == _fuzz._DEFAULT_OUT[k] for p in ps), k                  # out_dtype=None
+        assert any(p.batched for p in ps) and any(p.c_kind in ("row", "col") for p in ps), k
+        assert any(p.k % (16 if k != "tf32" else 4) for p in ps), k                   # K needing a padded pitch
+    assert {p.bias_dtype for p in by["tf32"] + fp8} >= {"float32", "float16", "bfloat16"}
+    assert any(p.k > _fuzz.FP8_MAX_K for p in by["tf32"]) and any(p.k > _fuzz.FP8_MAX_K for p in blk)
+    assert any(p.a_exp > 0 for p in fp8) and any(p.a_exp < 0 for p in fp8) and any(p.b_exp > 2 for p in fp8)
 
 
 def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     cfgs = Counter(_fuzz.predicted_config(p) for p in draws)
+    # each costs one NVRTC compile on the GPU host (~0.1-0.5 s, in parallel by the pre-warm); tf32/fp8
+    # recipes re-interpret 16-bit ones (no new recipes), so the count stays about what it was (~100-115)
     assert 60 <= len(cfgs) <= 150, len(cfgs)
     cover = {f: {getattr(c, f) for c in cfgs} for f in
              ("block_n", "in_bf16", "a_kmajor", "b_kmajor", "out_type", "has_c", "c_colmajor", "d_colmajor",
-              "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong")}
+              "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong", "in_kind", "scale_mode")}
     assert cover["block_n"] == {64, 128, 256}
     assert cover["out_type"] == {0, 1, 2}
     assert cover["bias"] == {0, 1, 2, 3}
     assert cover["act"] == {0, 1, 2, 3}
     assert cover["cluster_m"] == {1, 2} and cover["cluster_n"] == {1, 2}
     assert cover["pingpong"] == {False, True}
+    assert cover["in_kind"] == {0, 1, 2, 3, 4} and cover["scale_mode"] == {0, 1}
     for f in ("in_bf16", "a_kmajor", "b_kmajor", "has_c", "c_colmajor", "d_colmajor", "bias_on_rows"):
         assert cover[f] == {False, True}, f
     # the epilogue variants in combination: C orientation in the kernel's view x D orientation,
@@ -158,6 +259,15 @@ def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     assert {(c.c_colmajor, c.d_colmajor) for c in cfgs if c.has_c} == {(a, b) for a in (0, 1) for b in (0, 1)}
     assert {(c.act, c.out_type) for c in cfgs} == {(a, o) for a in range(4) for o in range(3)}
     assert {(c.bias, c.bias_on_rows) for c in cfgs if c.bias} == {(b, r) for b in (1, 2, 3) for r in (0, 1)}
+    # tf32 / fp8 kernels: mixed fp8 kinds, swap-AB (D column-major), clusters; block-scaled tiles
+    low = [c for c in cfgs if c.in_kind >= 2]
+    assert {(c.in_kind, c.b_kind) for c in low} & {(3, 4), (4, 3)}
+    assert any(c.d_colmajor for c in low if c.in_kind == 2) and any(c.d_colmajor for c in low if c.fp8)
+    assert any(c.cluster_size == 2 for c in low if not c.block_scaled)
+    blk = [c for c in cfgs if c.block_scaled]
+    assert {c.block_n for c in blk} == {64, 128} and not any(c.d_colmajor for c in blk)
+    assert {(c.cluster_m, c.cluster_n) for c in blk} == {(1, 1), (2, 1), (1, 2)}
+    assert any(c.pingpong for c in blk) and {c.out_type for c in blk} == {0, 1, 2}
 
 
 def test_bench_fuzz_cli_help_and_list():
