@@ -607,6 +607,28 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 mbar_wait(turn(c), turn_phase, "turn (ping-pong hand-over)");
                 turn_phase ^= 1u;
             }
+            // One k-block's wgmmas on stage s into d (this consumer's halves); the
+            // block's first k-step adds to d only when `accumulate` (else it starts d).
+            auto mma_kblock = [&](float (&d)[kHalves][kAccRegs], u32 s, bool accumulate) {
+#pragma unroll
+                for (u32 k = 0; k < RC_KSTEPS; ++k) {
+#pragma unroll
+                    for (u32 hh = 0; hh < kHalves; ++hh) {
+                        const u32 half = PINGPONG ? hh : c;
+#if A_KMAJOR
+                        const u64 da = smem_desc_k128(smem_a(s) + half * 64u * 128u + 32u * k);
+#else
+                        const u64 da = smem_desc_mn128(smem_a(s) + half * kAtomBytes + 2048u * k, kAtomBytes);
+#endif
+#if B_KMAJOR
+                        const u64 db = smem_desc_k128(smem_b(s) + 32u * k);
+#else
+                        const u64 db = smem_desc_mn128(smem_b(s) + 2048u * k, kAtomBytes);
+#endif
+                        RC_WGMMA(BLOCK_N)(d[hh], da, db, (accumulate || k > 0) ? 1u : 0u);
+                    }
+                }
+            };
 #if RC_BLOCK_SCALED
             {
                 // Block-scaled mainloop: per k-block, wgmmas into tmp, wait, promote into acc (see
@@ -632,16 +654,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         sa1[hh] = ld_shared_f32(smem_sa(stage) + (half * 64u + srow + 8u) * 4u);
                     }
                     wgmma_fence();
-#pragma unroll
-                    for (u32 k = 0; k < RC_KSTEPS; ++k) {
-#pragma unroll
-                        for (u32 hh = 0; hh < kHalves; ++hh) {
-                            const u32 half = PINGPONG ? hh : c;
-                            const u64 da = smem_desc_k128(smem_a(stage) + half * 64u * 128u + 32u * k);
-                            const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
-                            RC_WGMMA(BLOCK_N)(tmp[hh], da, db, k > 0 ? 1u : 0u);
-                        }
-                    }
+                    mma_kblock(tmp, stage, false);
                     wgmma_commit();
                     wgmma_wait<0>();
                     // The SA slot was read through the generic proxy; the producer's next TMA write
@@ -665,24 +678,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 mbar_wait(full(stage), phase, "full (mainloop ring)");
                 if (PINGPONG && kb == w.kb_count - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
                 wgmma_fence();
-#pragma unroll
-                for (u32 k = 0; k < RC_KSTEPS; ++k) {
-#pragma unroll
-                    for (u32 hh = 0; hh < kHalves; ++hh) {
-                        const u32 half = PINGPONG ? hh : c;
-#if A_KMAJOR
-                        const u64 da = smem_desc_k128(smem_a(stage) + half * 64u * 128u + 32u * k);
-#else
-                        const u64 da = smem_desc_mn128(smem_a(stage) + half * kAtomBytes + 2048u * k, kAtomBytes);
-#endif
-#if B_KMAJOR
-                        const u64 db = smem_desc_k128(smem_b(stage) + 32u * k);
-#else
-                        const u64 db = smem_desc_mn128(smem_b(stage) + 2048u * k, kAtomBytes);
-#endif
-                        RC_WGMMA(BLOCK_N)(acc[hh], da, db, (kb > 0 || k > 0) ? 1u : 0u);
-                    }
-                }
+                mma_kblock(acc, stage, kb > 0);
                 wgmma_commit();
                 if (kb > 0) {                    // the previous batch is done: free its stage
                     wgmma_wait<1>();
