@@ -16,3 +16,26 @@ def assert_rel_err(cp, d, ref, tol):
     """Relative Frobenius error of ``d`` against a float64 ``ref``."""
     e = float(cp.linalg.norm((d.astype(cp.float64) - ref).ravel()) / cp.linalg.norm(ref.ravel()))
     assert np.isfinite(e) and e < tol, f"relative error {e:.3e} (tolerance {tol:.1e})"
+
+
+def run_in_threads(work, args):
+    """Run ``work(arg, barrier)`` in one thread per ``arg``, all sharing a
+    ``threading.Barrier`` (for a synchronised start); the first exception of
+    any thread aborts the barrier and is re-raised here after all joined."""
+    import threading
+    errors, barrier = [], threading.Barrier(len(args), timeout=120)
+
+    def run(arg):
+        try:
+            work(arg, barrier)
+        except BaseException as e:  # noqa: BLE001 - reported by the calling thread
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(arg,)) for arg in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

@@ -3,7 +3,6 @@ the current device (modules, tensor maps, workspaces and the result on that
 device, the launch on that device's current CuPy stream), leaves the caller's
 current device, context and stream as they were, rejects operands spread over
 devices before launching anything, and runs on both devices at once."""
-import threading
 
 import pytest
 
@@ -182,33 +181,21 @@ def test_both_devices_at_once():
     import cupy as cp
     import rawcoop
     dt = _dt("bfloat16")
-    errors, barrier = [], threading.Barrier(2, timeout=120)
+    def per_device(dev, barrier):
+        with cp.cuda.Device(dev):
+            s = cp.cuda.Stream(non_blocking=True)
+            with s:
+                a = gpu_helpers.rand(cp, (256, 8192), dt, 30 + dev)
+                bt = gpu_helpers.rand(cp, (264, 8192), dt, 40 + dev)
+                barrier.wait()
+                ds = [rawcoop.gemm(a, bt.T, _splits=2 if i % 2 else None) for i in range(8)]
+            s.synchronize()
+        ref = _reference(cp, a, bt.T)
+        for d in ds:
+            assert d.device.id == dev
+            _check(cp, d, ref, "bfloat16")
 
-    def per_device(dev):
-        try:
-            with cp.cuda.Device(dev):
-                s = cp.cuda.Stream(non_blocking=True)
-                with s:
-                    a = gpu_helpers.rand(cp, (256, 8192), dt, 30 + dev)
-                    bt = gpu_helpers.rand(cp, (264, 8192), dt, 40 + dev)
-                    barrier.wait()
-                    ds = [rawcoop.gemm(a, bt.T, _splits=2 if i % 2 else None) for i in range(8)]
-                s.synchronize()
-            ref = _reference(cp, a, bt.T)
-            for d in ds:
-                assert d.device.id == dev
-                _check(cp, d, ref, "bfloat16")
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=per_device, args=(dev,)) for dev in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    gpu_helpers.run_in_threads(per_device, (0, 1))
 
     ops = {dev: (_rand(cp, dev, (520, 1000), dt, 50 + dev), _rand(cp, dev, (776, 1000), dt, 60 + dev))
            for dev in (0, 1)}

@@ -9,7 +9,6 @@ against a float64 reference.  What cannot work under capture (a first-ever
 split-K workspace, an ``out`` TMA cannot store into) raises a clear error and
 leaves the stream usable.
 """
-import threading
 
 import numpy as np  # noqa: F401
 import pytest
@@ -147,30 +146,18 @@ def test_threads_with_their_own_streams():
     import cupy as cp
     import rawcoop
     dt = _dt("bfloat16")
-    errors, barrier = [], threading.Barrier(3, timeout=120)
+    def work(t, barrier):
+        s = _stream(cp)
+        with s:
+            a, bt = _rand(cp, (256, 8192), dt, 100 + t), _rand(cp, (264, 8192), dt, 200 + t)
+            barrier.wait()
+            ds = [rawcoop.gemm(a, bt.T, _splits=2 if i % 2 else None) for i in range(6)]
+        s.synchronize()
+        ref = _reference(cp, a, bt.T)
+        for d in ds:
+            _check(cp, d, ref, "bfloat16")
 
-    def work(t):
-        try:
-            s = _stream(cp)
-            with s:
-                a, bt = _rand(cp, (256, 8192), dt, 100 + t), _rand(cp, (264, 8192), dt, 200 + t)
-                barrier.wait()
-                ds = [rawcoop.gemm(a, bt.T, _splits=2 if i % 2 else None) for i in range(6)]
-            s.synchronize()
-            ref = _reference(cp, a, bt.T)
-            for d in ds:
-                _check(cp, d, ref, "bfloat16")
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    gpu_helpers.run_in_threads(work, range(3))
 
 
 # ------------------------------------------------------------------ CUDA graphs
