@@ -62,6 +62,10 @@ from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check
                        scale_mode_arg, tma_storable)
 
 
+# The keyword options _build_plan takes as two tuples, in this order.
+FORCED_OPTIONS = ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong")
+LOWP_OPTIONS = ("scale_a", "scale_b", "a_format", "b_format", "precision", "scale_mode")
+
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
 _TYPES_FP8 = _TYPES + (PTR, PTR)                  # + scale_a, scale_b
@@ -178,10 +182,8 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):
     """The plan ``gemm`` would run for these arguments (validated; for tune)."""
     import cupy as cp
-    forced = tuple(forced_kw.get(k) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster",
-                                                        "_pingpong"))
-    lowp = tuple(forced_kw.get(k) for k in ("scale_a", "scale_b", "a_format", "b_format", "precision",
-                                            "scale_mode"))
+    forced = tuple(forced_kw.get(k) for k in FORCED_OPTIONS)
+    lowp = tuple(forced_kw.get(k) for k in LOWP_OPTIONS)
     plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, None, out_dtype, False, forced, lowp)
     if not isinstance(plan, _Plan):
         raise ValueError("nothing to tune: the problem is empty or has K == 0")

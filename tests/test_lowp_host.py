@@ -67,9 +67,8 @@ CP = SimpleNamespace(ndarray=StubArray)
 
 def build(a, b, **kw):
     """gemm's _build_plan with the stub CuPy (keyword options as gemm takes them)."""
-    lowp = tuple(kw.pop(k, None) for k in ("scale_a", "scale_b", "a_format", "b_format", "precision",
-                                           "scale_mode"))
-    forced = tuple(kw.pop(k, None) for k in ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong"))
+    lowp = tuple(kw.pop(k, None) for k in G.LOWP_OPTIONS)
+    forced = tuple(kw.pop(k, None) for k in G.FORCED_OPTIONS)
     args = dict(c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out=None, out_dtype=None, pdl=False)
     args.update(kw)
     return G._build_plan(CP, a, b, args["c"], args["alpha"], args["beta"], args["bias"], args["activation"],
