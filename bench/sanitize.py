@@ -174,11 +174,8 @@ class Replicate:
 
 
 def _np_dtype(name):
-    import numpy as np
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+    from rawcoop.operands import np_dtype
+    return np_dtype(name)
 
 
 def _operand(cp, np, rng, rows, cols, cols_contiguous, dt, lead):

@@ -718,12 +718,8 @@ class _Stub:
 
 def _np_dtype(name: str):
     """numpy dtype of a dtype name (also "e4m3"/"e5m2" and the ml_dtypes names)."""
-    import numpy as np
-    name = _FP8_NAMES.get(name, name)
-    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        import ml_dtypes
-        return np.dtype(getattr(ml_dtypes, name))
-    return np.dtype(name)
+    from .operands import np_dtype
+    return np_dtype(_FP8_NAMES.get(name, name))
 
 
 def lowp_kwargs(p: Problem, scale_a=None, scale_b=None) -> dict:

@@ -230,9 +230,11 @@ def mn_major_scales(scale_a):
 
 
 def np_dtype(name: str) -> np.dtype:
-    if name == "bfloat16":
+    """NumPy dtype of a dtype name, including the ml_dtypes ones (bfloat16,
+    float8_e4m3fn, float8_e5m2)."""
+    if name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(getattr(ml_dtypes, name))
     return np.dtype(name)
 
 
