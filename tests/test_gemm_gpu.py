@@ -11,6 +11,8 @@ A missing tile, a wrong k-block or a swapped fragment gives errors of order 1.
 import numpy as np
 import pytest
 
+import gpu_helpers
+
 pytestmark = pytest.mark.gpu
 
 TOL = {"float16": 7e-4, "bfloat16": 5e-3}
@@ -43,10 +45,7 @@ SHAPES = [
 ]
 
 
-def _data(cp, shape, dtype, seed):
-    rs = cp.random.RandomState(seed)
-    x = rs.standard_normal(shape, dtype=cp.float32)
-    return x.astype(dtype)
+_data = gpu_helpers.rand          # fresh normal data
 
 
 def _check(a, b, d, dtype_name):
@@ -58,9 +57,7 @@ def _check(a, b, d, dtype_name):
     return err
 
 
-def _dtype(name):
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(np.float16)
+_dtype = gpu_helpers.dtype
 
 
 def _poisoned(cp, shape, dtype):
