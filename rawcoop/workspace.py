@@ -49,7 +49,7 @@ def get(dev: int, stream: int, floats: int, flags: int) -> tuple[int, int]:
     ``dev``'s CuPy current stream must be ``stream`` (the new buffers come from
     CuPy's pool arena of that stream).  Raises RuntimeError when a buffer would
     have to be allocated while ``stream`` is being captured into a CUDA graph."""
-    hit = _buffers.get((dev, stream) if stream != PER_THREAD_STREAM else _key(dev, stream))
+    hit = _buffers.get(_key(dev, stream))
     if hit is not None and hit[0].size >= floats and hit[1].size >= flags:
         return hit[0].data.ptr, hit[1].data.ptr
     return _grow(dev, stream, floats, flags)
