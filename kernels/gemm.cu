@@ -194,6 +194,12 @@
 #define SCALE_MODE 0
 #endif
 #define RC_BLOCK_SCALED (SCALE_MODE == 1)
+#ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
+#define BS_SB_AHEAD 2
+#endif
+#ifndef BS_SA_FENCE         // measurement only: 0 drops the proxy fence before a block-scaled stage is released
+#define BS_SA_FENCE 1
+#endif
 
 // Element size, and which wgmma: a k-step always reads 32 bytes of K per row
 // (k16 of a 16-bit type, k8 of tf32, k32 of fp8).
@@ -295,6 +301,7 @@ static_assert(!RC_BLOCK_SCALED || BLOCK_N <= 128,
 static_assert(!RC_BLOCK_SCALED || kHalves * kAccRegs <= 64,
               "block-scaled: accumulators + promotion temporaries must fit in 128 registers per thread "
               "(128x128 cooperative or 128x64; not 128x256, not 128x128 ping-pong)");
+static_assert(BS_SB_AHEAD >= 0 && BS_SB_AHEAD <= 4, "BS_SB_AHEAD: 0..4 k-blocks");
 
 // ------------------------------------------------------------------ epilogue math
 RC_DEVICE float ex2_approx(float x) {
@@ -631,8 +638,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             };
 #if RC_BLOCK_SCALED
             {
-                // Block-scaled mainloop: per k-block, wgmmas into tmp, wait, promote into acc (see
-                // "Block scales" in the header).  acc restarts at zero for every unit.
+                // Block-scaled mainloop: per k-block, wgmmas into a temporary, wait, promote into acc
+                // (see "Block scales" in the header).  acc restarts at zero for every unit.
                 const u32 srow = warp * 16u + lane / 4u;     // this thread's rows in a half: srow, srow + 8
                 const bool cols_in = n0 < N;                 // false only for a 1x2 cluster's ghost column
                 const float* sb_unit = sb + (size_t)(b_batched ? tc.l : 0) * (size_t)sb_l +
@@ -641,12 +648,22 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
                     for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] = 0.f;
-                for (int kb = 0; kb < w.kb_count; ++kb) {
-                    // SB of this k-block: one float for the whole tile, loaded before the full[] wait.
-                    const float sbv = cols_in ? ld_cg_f32(sb_unit + (size_t)(w.kb_begin + kb) * (size_t)sb_k) : 0.f;
+                // SB, one float per k-block for the whole tile, read from L2 BS_SB_AHEAD k-blocks
+                // before it is used: sbq[q] is the scale of k-block kb + q.
+                const int kbn = w.kb_count;
+                auto sb_load = [&](int kb) -> float {
+                    return (cols_in && kb < kbn) ? ld_cg_f32(sb_unit + (size_t)(w.kb_begin + kb) * (size_t)sb_k)
+                                                 : 0.f;
+                };
+                float sbq[BS_SB_AHEAD + 1];
+#pragma unroll
+                for (int q = 0; q < BS_SB_AHEAD; ++q) sbq[q] = sb_load(q);
+                // Wait for the next stage, read its two rows' SA per half, issue its wgmmas into t
+                // (scale-d 0 at the first k-step); returns the stage and advances the ring.
+                auto issue = [&](float (&t)[kHalves][kAccRegs], int kb, float (&sa0)[kHalves],
+                                 float (&sa1)[kHalves]) -> u32 {
                     mbar_wait(full(stage), phase, "full (mainloop ring)");
-                    if (PINGPONG && kb == w.kb_count - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
-                    float sa0[kHalves], sa1[kHalves];
+                    if (PINGPONG && kb == kbn - 1 && tid == 0) mbar_arrive(turn(c ^ 1u));
 #pragma unroll
                     for (u32 hh = 0; hh < kHalves; ++hh) {
                         const u32 half = PINGPONG ? hh : c;
@@ -654,22 +671,37 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         sa1[hh] = ld_shared_f32(smem_sa(stage) + (half * 64u + srow + 8u) * 4u);
                     }
                     wgmma_fence();
-                    mma_kblock(tmp, stage, false);
+                    mma_kblock(t, stage, false);
                     wgmma_commit();
-                    wgmma_wait<0>();
-                    // The SA slot was read through the generic proxy; the producer's next TMA write
-                    // into it is an async-proxy write: order the reads first (WAR across proxies).
-                    fence_proxy_async_smem();
-                    if (lane == 0) release_stage(empty(stage));
+                    const u32 s = stage;
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }
-                    // Promotion in fp32, one fma.rn.f32 per register: register i of a half holds row
-                    // srow + 8 * ((i / 2) % 2) (the accumulator layout the epilogue reads too).
+                    return s;
+                };
+                // k-block kb's wgmmas (into t, from stage s) are complete: free the stage (after
+                // fence.proxy.async: the SA slot was read through the generic proxy and the
+                // producer's next TMA write into it is an async-proxy write), then promote in fp32,
+                // one fma.rn.f32 per register: register i of a half holds row srow + 8 * ((i / 2) % 2)
+                // (the accumulator layout the epilogue reads too).
+                auto retire = [&](const float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
+                                  const float (&sa1)[kHalves]) {
+                    if (BS_SA_FENCE) fence_proxy_async_smem();
+                    if (lane == 0) release_stage(empty(s));
+                    const float sbv = sbq[0];
+#pragma unroll
+                    for (int q = 0; q < BS_SB_AHEAD; ++q) sbq[q] = sbq[q + 1];
 #pragma unroll
                     for (u32 hh = 0; hh < kHalves; ++hh) {
                         const float s0 = sa0[hh] * sbv, s1 = sa1[hh] * sbv;
 #pragma unroll
-                        for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] += tmp[hh][i] * ((i & 2u) ? s1 : s0);
+                        for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] += t[hh][i] * ((i & 2u) ? s1 : s0);
                     }
+                };
+                for (int kb = 0; kb < kbn; ++kb) {
+                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
+                    float sa0[kHalves], sa1[kHalves];
+                    const u32 s = issue(tmp, kb, sa0, sa1);
+                    wgmma_wait<0>();
+                    retire(tmp, s, sa0, sa1);
                 }
             }
 #else

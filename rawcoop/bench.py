@@ -254,6 +254,11 @@ def parse_variants(text: str) -> list[tuple[str, dict]]:
     return out
 
 
+def _variant_label(label: str, variant: str) -> str:
+    """A row's case label with its --variants entry (none for "auto")."""
+    return label if variant == "auto" else f"{label} {variant}"
+
+
 def _argtype(fn, what):
     def conv(text):
         try:
@@ -291,7 +296,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                     help="main suite: nonzero -> D = A@B + beta*C with a normal C; the baseline is then "
                          "cuBLAS + one CuPy element-wise kernel (default 0)")
     ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
-                    help="main suite: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] (SPLITS 0 = auto) "
+                    help="main, fp8 and --fp8-block rows: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
+                         "(SPLITS 0 = auto) "
                          "or key=value pairs of gemm's private _key options (default auto)")
     ap.add_argument("--fp8-shapes", dest="fp8_shapes", default=[parse_shape(s) for s in FP8_SHAPES], metavar="LIST",
                     type=_argtype(parse_fp8_shapes, "fp8 shapes"),
@@ -970,8 +976,7 @@ class Bench:
                     for vname, kw in self.args.variants:
                         ckw = dict(c=C[0], beta=beta) if beta else {}
                         err = self.rel_err(rawcoop.gemm(A[0], B[0], **ckw, **kw), ref)
-                        label = f"{dname} {shape} {layout}" + ("" if vname == "auto" else f" {vname}") + \
-                            (f" beta={beta:g}" if beta else "")
+                        label = _variant_label(f"{dname} {shape} {layout}", vname) + (f" beta={beta:g}" if beta else "")
 
                         def ours(i, kw=kw):
                             if beta:
@@ -1225,9 +1230,13 @@ class Bench:
             SB = [cp.asarray([v], dtype=cp.float32) for v in sb]
             D = [cp.empty((m, n), dtype=bf16) for _ in range(sets)]
 
-            def ours(i):
-                return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i], scale_b=SB[i],
-                                    out_dtype=bf16, out=D[i])
+            def make_ours(kw):
+                def ours(i):
+                    return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i],
+                                        scale_b=SB[i], out_dtype=bf16, out=D[i], **kw)
+                return ours
+            variants = [(v, kw, make_ours(kw)) for v, kw in self.args.variants]
+            ours = variants[0][2]
             ours(0)
             with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
                 ref32 = cp.matmul(lut[A[0].astype(cp.int32)], lut[BT[0].astype(cp.int32)].T)
@@ -1257,17 +1266,23 @@ class Bench:
                         extra = dict(common, rel_err=self.rel_err(D[0], ref), err_vs=bname, baseline_call=text,
                                      use_fast_accum=fast, baseline_err_fp32=self.rel_err(ref, ref32),
                                      torch=torch.__version__)
-                        self.record("fp8", label, shape.flops, ours, fn, sets, baseline=bname, peak=PEAK_FP8_TFLOPS,
-                                    extra=extra)
+                        for v, kw, ours_v in variants:
+                            ours_v(0)
+                            self.record("fp8", _variant_label(label, v), shape.flops, ours_v, fn, sets, baseline=bname,
+                                        peak=PEAK_FP8_TFLOPS, extra=dict(extra, variant=v,
+                                                                         rel_err=self.rel_err(D[0], ref)))
                         timed = True
                     del TA, TB, TSA, TSB, TD, OUT
                 except Exception as e:  # noqa: BLE001 - a broken torch drops the baseline, not the suite
                     skipped = f"torch baseline failed: {type(e).__name__}: {e}"
                     print(f"fp8      {label}: {skipped}", flush=True)
             if not timed:
-                self.record("fp8", label, shape.flops, ours, None, sets, baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
-                            extra=dict(common, rel_err=common["rawcoop_err_fp32"],
-                                       err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped))
+                for v, kw, ours_v in variants:
+                    ours_v(0)
+                    self.record("fp8", _variant_label(label, v), shape.flops, ours_v, None, sets,
+                                baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
+                                extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref32),
+                                           err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped))
             del A, BT, SA, SB, D, ref32
             self.free()
             if torch is not None:
@@ -1298,22 +1313,29 @@ class Bench:
                 SB.append(cp.exp2(rs.uniform(-2, 2, (nb, kb))).astype(cp.float32))
             D = [cp.empty((m, n), dtype=bf16) for _ in range(sets)]
 
-            def ours(i):
-                return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i], scale_b=SB[i],
-                                    scale_mode="block", out_dtype=bf16, out=D[i])
-            ours(0)
+            def make_ours(kw):
+                def ours(i):
+                    return rawcoop.gemm(A[i], BT[i].T, a_format="e4m3", b_format="e4m3", scale_a=SA[i],
+                                        scale_b=SB[i], scale_mode="block", out_dtype=bf16, out=D[i], **kw)
+                return ours
+            variants = [(v, kw, make_ours(kw)) for v, kw in self.args.variants]
+            variants[0][2](0)
             ad = lut[A[0].astype(cp.int32)] * cp.repeat(SA[0], 128, axis=1)[:, :k]
             bd = lut[BT[0].astype(cp.int32)] * cp.repeat(cp.repeat(SB[0], 128, axis=0)[:n], 128, axis=1)[:, :k]
             with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
                 ref32 = cp.matmul(ad, bd.T)
             del ad, bd
-            err = self.rel_err(D[0], ref32)
-            self.record("fp8", f"e4m3 block {shape} TN", shape.flops, ours, None, sets, baseline=NO_BASELINE,
-                        peak=PEAK_FP8_TFLOPS,
-                        extra={"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1, "out_dtype": "bf16",
-                               "scale_mode": "block", "rawcoop_call": call, "rel_err": err, "rawcoop_err_fp32": err,
-                               "err_vs": "fp32 GEMM of the dequantised inputs",
-                               "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"})
+            for v, kw, ours in variants:
+                D[0].fill(float("nan"))
+                ours(0)
+                err = self.rel_err(D[0], ref32)
+                self.record("fp8", _variant_label(f"e4m3 block {shape} TN", v), shape.flops, ours, None, sets,
+                            baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
+                            extra={"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1,
+                                   "out_dtype": "bf16", "scale_mode": "block", "variant": v, "rawcoop_call": call,
+                                   "rel_err": err, "rawcoop_err_fp32": err,
+                                   "err_vs": "fp32 GEMM of the dequantised inputs",
+                                   "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"})
             del A, BT, SA, SB, D, ref32
             self.free()
 

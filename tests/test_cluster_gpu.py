@@ -225,7 +225,7 @@ def test_cluster_n_narrow_tiles_and_swap_ab():
     a, b = _rand(cp, (48, 2000), dt, 19), _rand(cp, (2000, 1000), dt, 20)
     d = rawcoop.gemm(a, b, _cluster=(1, 2), _block_n=64, _swap=True)
     _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 5e-3)
-    a, b = _rand(cp, (700, 500), dt, 21), _rand(cp, (500, 320), dt, 22)     # 320 / 64 = 5 columns
+    a, b = _rand(cp, (700, 504), dt, 21), _rand(cp, (504, 320), dt, 22)     # 320 / 64 = 5 columns
     d = rawcoop.gemm(a, b, _cluster=(1, 2), _block_n=64, _swap=False)
     _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 5e-3)
 

@@ -211,14 +211,14 @@ def test_block_fp8_scales_change_in_place():
     G = importlib.import_module("rawcoop.gemm")
     p = Problem(cp, 640, 384, 2048, seed=51)
     out = cp.empty((640, 384), dtype=cp.float32)
-    p.run(out=out)
+    p.run(out=out, out_dtype=cp.float32)
     kernels, plans = len(launch._kernels), len(G._PLANS)
     for x, y in [(0.5, 4.0), (3.0, 0.125)]:
         p.sa *= x                               # in place: the same buffer, the same layout
         p.sb *= y
         p.ref *= x * y
         p.ref_abs *= x * y
-        rawcoop.gemm(p.a, p.b, scale_a=p.sa, scale_b=p.sb, scale_mode="block", out=out)
+        rawcoop.gemm(p.a, p.b, scale_a=p.sa, scale_b=p.sb, scale_mode="block", out=out, out_dtype=cp.float32)
         _check(cp, out, p.ref, p.ref_abs, "float32", f"scales x{x}, x{y} in place")
     assert len(launch._kernels) == kernels and len(G._PLANS) == plans
 

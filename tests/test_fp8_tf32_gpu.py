@@ -240,13 +240,13 @@ def test_fp8_device_scales_change_without_recompiling():
     a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 50)
     sa, sb = cp.asarray([1.0], cp.float32), cp.asarray([1.0], cp.float32)
     out = cp.empty((m, n), dtype=_out_dt("float32"))
-    rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+    rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out, out_dtype=out.dtype)
     kernels, plans = len(launch._kernels), len(G._PLANS)
     prod = a64 @ b64
     for i, (x, y) in enumerate([(0.5, 2.5), (3.0, 0.125), (1e-3, 7.0)]):
         sa[...] = x
         sb[...] = y
-        rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+        rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out, out_dtype=out.dtype)
         _check(cp, out, x * y * prod, FP8_TOL["float32"], f"scales {x}, {y}")
     assert len(launch._kernels) == kernels, "new scale values compiled/loaded a kernel"
     assert len(G._PLANS) == plans, "new scale values built a new plan"
@@ -261,12 +261,12 @@ def test_fp8_graph_replay_reads_current_scales():
         a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e5m2", 60)
         sa, sb = cp.asarray([1.0], cp.float32), cp.asarray([1.0], cp.float32)
         out = cp.empty((m, n), dtype=_out_dt("float32"))
-        rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out)      # once before capturing
+        rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out, out_dtype=out.dtype)      # once before capturing
     s.synchronize()
     with s:
         s.begin_capture()
         try:
-            rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out)
+            rawcoop.gemm(a, b, scale_a=sa, scale_b=sb, out=out, out_dtype=out.dtype)
         finally:
             graph = s.end_capture()
     prod = a64 @ b64
