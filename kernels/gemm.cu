@@ -197,9 +197,6 @@
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD 2
 #endif
-#ifndef BS_SA_FENCE         // measurement only: 0 drops the proxy fence before a block-scaled stage is released
-#define BS_SA_FENCE 1
-#endif
 
 // Element size, and which wgmma: a k-step always reads 32 bytes of K per row
 // (k16 of a 16-bit type, k8 of tf32, k32 of fp8).
@@ -684,7 +681,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 // (the accumulator layout the epilogue reads too).
                 auto retire = [&](const float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
                                   const float (&sa1)[kHalves]) {
-                    if (BS_SA_FENCE) fence_proxy_async_smem();
+                    fence_proxy_async_smem();
                     if (lane == 0) release_stage(empty(s));
                     const float sbv = sbq[0];
 #pragma unroll

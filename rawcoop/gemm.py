@@ -56,7 +56,7 @@ from . import device as _device
 from . import gemm_configs, scheduler, tma, tuning, workspace
 from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
 from ._reference import activation as activation_reference
-from .launch import F32, I32, PTR, TENSOR_MAP, get_kernel
+from .launch import F32, I32, PTR, TENSOR_MAP, KernelParams, get_kernel
 from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check_array, check_out, dtype_name,
                        foreign_scale, input_kinds, kind_label, matrix_layout, np_dtype, round16, scale_arg, scale_key,
                        scale_mode_arg, tma_storable)
@@ -68,6 +68,7 @@ LOWP_OPTIONS = ("scale_a", "scale_b", "a_format", "b_format", "precision", "scal
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
           I32, I32, PTR, PTR)
+_ARG_C, _ARG_D, _ARG_WS, _ARG_FLAGS = 2, 3, 17, 18   # the arguments run() sets per call (indices into _TYPES)
 _TYPES_FP8 = _TYPES + (PTR, PTR)                  # + scale_a, scale_b
 _TYPES_BLOCK = _TYPES + (TENSOR_MAP, PTR, I32, I32, I32)   # + map_sa, sb, sb_n, sb_k, sb_l (block-scaled fp8)
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
@@ -401,6 +402,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     else:
         plan.extra = (sa_ptr, sb_ptr) if fp8 else ()      # fp8: scale_a, scale_b device pointers (0: none)
         plan.types = _TYPES_FP8 if fp8 else _TYPES
+    # The argument block, packed once; run() rewrites only C/D's maps and the workspace pointers.
+    plan.params = KernelParams((plan.map_a, plan.map_b, plan.map_c or plan.map_a, plan.map_a) + plan.scalars +
+                               (0, 0) + plan.extra, plan.types)
     plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.splits > 1 else 0
     plan.ws_flags = dec.flag_count() * cluster if dec.splits > 1 else 0
     plan.cfg = cfg
@@ -419,7 +423,7 @@ class _Plan:
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
                  "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
-                 "types")
+                 "types", "params")
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
@@ -462,11 +466,15 @@ class _Plan:
             d_pitch = st[-2] if m > 1 else round16(n * osz)
             d_bs = st[0] if (batch > 1 and d.ndim == 3) else round16(m * max(d_pitch, 16))
             map_d = self.epilogue_map(d.data.ptr, self.colmajor_d, d_pitch, d_bs, batch)
-            with _device.on_device(dev):
-                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream,
-                                   (self.map_a, self.map_b, self.map_c or map_d, map_d) + self.scalars +
-                                   (ws_ptr, flags_ptr) + self.extra, self.types, cluster=self.cluster,
-                                   pdl=self.pdl)
+            params = self.params
+            with params.lock, _device.on_device(dev):
+                if self.map_c is None:
+                    params.set(_ARG_C, map_d)
+                params.set(_ARG_D, map_d)
+                params.set(_ARG_WS, ws_ptr)
+                params.set(_ARG_FLAGS, flags_ptr)
+                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream, params, self.types,
+                                   cluster=self.cluster, pdl=self.pdl)
             if out is None:
                 res = d if d.ndim == len(self.out_shape) else d[0]
                 return res if res.flags.c_contiguous or strided_result else cp.ascontiguousarray(res)

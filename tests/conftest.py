@@ -19,6 +19,23 @@ def _hopper_present() -> bool:
 
 HOPPER = _hopper_present()
 
+# torch (interop and fp8 tests compare against it) is imported once, first,
+# on a GPU machine.  Seen on the H200 (torch 2.11, CuPy 14): `import torch`
+# raised RuntimeError from its operator-schema parser ("expected ident but
+# found ')'", annotate(str tag)) when first imported late in a pytest run,
+# after test_fp8_block_gpu.py; alone, or imported early, it works.  Not
+# rawcoop's doing as far as we could tell (a plain process that runs rawcoop
+# GEMMs and then imports torch works); tests that need torch skip with the
+# error (gpu_helpers.torch_or_skip) if it still fails.
+TORCH_IMPORT_ERROR = None
+if HOPPER:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        TORCH_IMPORT_ERROR = "torch is not installed"
+    except Exception as e:  # noqa: BLE001
+        TORCH_IMPORT_ERROR = f"import torch failed: {type(e).__name__}: {str(e).strip().splitlines()[0]}"
+
 
 def pytest_collection_modifyitems(config, items):
     if HOPPER:

@@ -39,3 +39,16 @@ def run_in_threads(work, args):
         t.join()
     if errors:
         raise errors[0]
+
+
+def torch_or_skip():
+    """torch, or pytest.skip naming why it is unusable: not installed, or its
+    import raised (any exception: see conftest.py)."""
+    import pytest
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("torch is not installed")
+    except Exception as e:  # noqa: BLE001
+        pytest.skip(f"import torch failed: {type(e).__name__}: {str(e).strip().splitlines()[0]}")
+    return torch

@@ -313,7 +313,7 @@ def test_fp8_bad_inputs_raise_before_launch(monkeypatch):
 
 # ---------------------------------------------------------------- torch
 def _torch_fp8():
-    torch = pytest.importorskip("torch")
+    torch = gpu_helpers.torch_or_skip()
     if not torch.cuda.is_available() or not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("torch without CUDA, _scaled_mm or float8 dtypes")
     return torch

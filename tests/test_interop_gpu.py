@@ -29,7 +29,7 @@ def test_cuda_array_interface_inputs():
 
 @pytest.mark.parametrize("tdtype", ["float16", "bfloat16"])
 def test_torch_tensors_in_and_out(tdtype):
-    torch = pytest.importorskip("torch")
+    torch = gpu_helpers.torch_or_skip()
     import cupy as cp
     import rawcoop
     tdt = getattr(torch, tdtype)

@@ -96,6 +96,9 @@ def stub_planning(monkeypatch, resident_clusters: int = 66):
         return tm
 
     monkeypatch.setattr(G.tma, "tiled", tiled)
+    # the maps above are not encoded (no driver), so the packed argument block records the values instead
+    monkeypatch.setattr(G, "KernelParams", lambda values, types: SimpleNamespace(values=tuple(values),
+                                                                                   types=tuple(types)))
     monkeypatch.setattr(G.tuning, "lookup", lambda sig: None)
     return SimpleNamespace(maps=maps, queries=queries)
 
