@@ -591,6 +591,8 @@ def normalize_row(row: dict) -> dict:
         label = str(r["shape"])
         if r.get("layout") and r["layout"] != "TN":
             label += f" {r['layout']}"
+        if r.get("scale_mode") and r["scale_mode"] != "tensor":
+            label += f" {r['scale_mode']}-scaled"
         if r.get("variant") and r["variant"] != "auto":
             label += f" {r['variant']}"
         if r.get("beta"):

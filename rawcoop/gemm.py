@@ -97,11 +97,11 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     bfloat16 for fp8).  out: array of the result's shape and dtype with unit
     stride along N (may be ``c``).
 
-    TF32 (not yet validated on a GPU): rawcoop has no full-fp32 GEMM; float32
+    TF32: rawcoop has no full-fp32 GEMM; float32
     a and b raise TypeError unless ``precision="tf32"``, which multiplies them
     on the tensor cores in TF32 (the tensor core reads the top 19 bits of each
     fp32 input: 10-bit mantissa) with fp32 accumulation.
-    FP8 (not yet validated on a GPU): a and b as ``ml_dtypes.float8_e4m3fn``/
+    FP8: a and b as ``ml_dtypes.float8_e4m3fn``/
     ``float8_e5m2`` CuPy arrays, torch float8 tensors, or uint8 arrays with
     ``a_format``/``b_format`` = "e4m3"/"e5m2" (e4m3 and e5m2 may be mixed);
     ``D = act(alpha·scale_a·scale_b·(a @ b) + beta·c + bias)`` as
@@ -110,10 +110,13 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     recompile; captured graphs keep the value) or 1-element float32 arrays on
     a's device, read by the kernel at every launch (change them in place: no
     new plan, no recompile, and CUDA graph replays read the current values).
+    Per-tensor fp8 sums in the tensor core's fp8 accumulator, as cuBLASLt
+    with ``use_fast_accum=True`` (bit-identical on the H200 at the shapes
+    measured); ``scale_mode="block"`` promotes to fp32 every 128 of K.
     tf32 and fp8 operands must be K-major (wgmma cannot transpose them): a
     row-major, b column-major (``b = bt.T`` of a row-major (N, K) ``bt``);
     anything else raises ValueError, never a silent copy.
-    Block-scaled FP8 (not yet validated on a GPU; the DeepSeek-V3 recipe):
+    Block-scaled FP8 (the DeepSeek-V3 recipe):
     ``scale_mode="block"`` with ``scale_a`` a float32 (M, ceil(K/128)) array
     (one scale per row of a and 128-wide k-block, M-major in memory: see
     ``rawcoop.mn_major_scales``) and ``scale_b`` a float32 (ceil(N/128),
