@@ -34,6 +34,16 @@ stored through a temporary; ping-pong consumers when this rawcoop has them;
 and the TMA multicast kernel (``rawcoop.replicate``) for 1, 2, 4 copies.
 Sizes stay <= 512 (K up to 1024 for split-K): the sanitizer slows kernels
 10-100x.
+
+initcheck skips the two problems whose result rawcoop writes into a buffer of
+its own (a row-padded returned result, an ``out`` stored through a
+temporary): initcheck does not count TMA stores as initialising memory, so
+every read of such a buffer is reported (112,721 reports on the H200, all
+from CuPy's copy out of those two buffers; cuBLAS's own output, written into
+a ``cupy.empty`` array by ``cupy.matmul``, is reported the same way).  Every
+other problem poisons its ``out`` first, so initcheck still checks that no
+kernel reads memory nobody wrote (inputs, C, bias, scales, the split-K
+workspace and flags); ``replicate`` also gets a poisoned ``out``.
 """
 from __future__ import annotations
 
@@ -57,6 +67,11 @@ sys.path.insert(0, str(ROOT))
 from rawcoop._reference import activation as activation64  # noqa: E402
 
 TOOLS = ("memcheck", "racecheck", "synccheck", "initcheck")
+TEMPORARY_OUTPUTS = ("none", "col")     # Gemm.out values whose result rawcoop stores into a buffer of its own
+INITCHECK_TMA_NOTE = ("the result goes through a buffer rawcoop allocates and only TMA stores write; initcheck "
+                      "does not count TMA (cp.async.bulk.tensor) stores as initialising, so it reports every read "
+                      "of it (shown on the H200 with cuBLAS too: cupy.matmul into a cupy.empty out, then reading "
+                      "out, gives the same report)")
 TOL = {"float16": 1e-3, "bfloat16": 7e-3, "float32": 5e-5}     # relative Frobenius error vs float64
 LAYOUTS = {"TN": (True, True), "NN": (False, True), "NT": (False, False), "TT": (True, False)}
 
@@ -163,7 +178,8 @@ class Replicate:
         dt = np.dtype(self.dtype)
         host = rng.integers(0, 256, size=self.m * self.n * dt.itemsize, dtype=np.uint8).view(dt)
         host = host.reshape(self.m, self.n)
-        out = rawcoop.replicate(cp.asarray(host), self.copies)
+        poison = cp.full((self.copies, self.m, self.n * dt.itemsize), 0xA5, dtype=cp.uint8).view(dt)
+        out = rawcoop.replicate(cp.asarray(host), self.copies, out=poison)   # poisoned first: unwritten bytes show
         cp.cuda.Device().synchronize()
         got = cp.asnumpy(out).view(np.uint8)
         want = host.view(np.uint8)
@@ -296,17 +312,23 @@ def run_driver(args) -> int:
 
     import rawcoop
     ps = _select(args)
-    failed = 0
+    failed = skipped = 0
+    tool = os.environ.get("RAWCOOP_SANITIZE_TOOL", "")
     t_all = time.perf_counter()
     for p in ps:
         t = time.perf_counter()
+        if tool == "initcheck" and getattr(p, "out", "poison") in TEMPORARY_OUTPUTS:
+            skipped += 1
+            print(f"skip  {p.name:<46} initcheck: {INITCHECK_TMA_NOTE}", flush=True)
+            continue
         try:
             msg = p.run(cp, np, rawcoop)
             print(f"ok    {p.name:<46} {msg} ({time.perf_counter() - t:.1f} s)", flush=True)
         except Exception as e:  # noqa: BLE001 - every problem is reported, the run goes on
             failed += 1
             print(f"FAIL  {p.name:<46} {type(e).__name__}: {e}", flush=True)
-    print(f"driver: {len(ps)} problems, {failed} failed, {time.perf_counter() - t_all:.1f} s", flush=True)
+    print(f"driver: {len(ps) - skipped} problems, {failed} failed, {time.perf_counter() - t_all:.1f} s"
+          + (f" ({skipped} skipped under {tool})" if skipped else ""), flush=True)
     return 1 if failed else 0
 
 
@@ -452,7 +474,7 @@ def main() -> int:
                "--report-api-errors", "no"]
         cmd += extra + me
         print(f"{tool}: {' '.join(shlex.quote(c) for c in cmd)}", flush=True)
-        rc, out, secs, timed_out = _run(cmd, env, args.timeout)
+        rc, out, secs, timed_out = _run(cmd, dict(env, RAWCOOP_SANITIZE_TOOL=tool), args.timeout)
         info = parse(out)
         if args.log_dir:
             Path(args.log_dir).mkdir(parents=True, exist_ok=True)
