@@ -176,6 +176,10 @@ RC_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 
 RC_DEVICE void named_barrier_sync(u32 id, u32 threads) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
+// Arrive on a named barrier without waiting (the other `threads` - 32k threads wait with bar.sync).
+RC_DEVICE void named_barrier_arrive(u32 id, u32 threads) {
+    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
 
 RC_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 RC_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }

@@ -223,3 +223,22 @@ def test_tile_choice_rule():
     assert not config_for_problem(128, 8192, 8192, True, True, True).pingpong
     assert not config_for_problem(8192, 8192, 8192, True, True, True).pingpong
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
+
+
+def test_block_scaled_alternating_consumers_experiment_compiles():
+    """BS_ALTERNATE=1 (experiment, off by default): the block-scaled
+    cooperative kernels compile without spills or serialised wgmma and order
+    the consumers with named barriers 3 and 4 (one bar.arrive on each); the
+    default kernels have no bar.arrive at all."""
+    from rawcoop.compiler import KernelSpec, compile_spec, resource_usage
+    from rawcoop.gemm_configs import E4M3, GemmConfig
+    for cfg in (GemmConfig(128, E4M3, scale_mode=1), GemmConfig(64, E4M3, scale_mode=1, cluster_n=2)):
+        plain = compile_spec(cfg.spec, want_ptx=True)
+        sp = KernelSpec(cfg.spec.source, cfg.spec.name, tuple(sorted(cfg.spec.defines + (("BS_ALTERNATE", 1),))))
+        r = compile_spec(sp, want_ptx=True)
+        use = resource_usage(r.log)
+        assert use["spill_stores"] == 0 and use["spill_loads"] == 0, r.log
+        assert "C7514" not in r.log and "C7518" not in r.log and "serialized" not in r.log, r.log
+        assert "bar.arrive" not in plain.ptx
+        assert r.ptx.count("bar.arrive") == 2
+        assert r.ptx.count("bar.sync") == plain.ptx.count("bar.sync") + 2
