@@ -9,7 +9,7 @@
 #   0 env        versions, GPU, whether torch imports (a previous session saw
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
-#                that steps 4-6 use; pytest runs use a private cache, see tests/conftest.py)
+#                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
 #   2 focus      the regression and new-feature GPU tests: test_regressions_gpu,
 #                test_fp8_tf32_gpu, test_pingpong_gpu, test_cluster_gpu
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
@@ -18,8 +18,9 @@
 #   4 fuzz       python bench/fuzz.py --count 4000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 ...
+#   7 experiment the block-scaled rows without and with BS_ALTERNATE=1 (bench/define_probe.py)
 #
-# Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
+# Time: each step has a cap (CAPS below, 535 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
 # BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
 # their caps and the whole stays under BUDGET (570 s; NEXT_SESSION_BUDGET
@@ -81,13 +82,19 @@ $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
 add warmup 40 "$PY -m rawcoop warmup --all --quiet"
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
-add focus 70 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 90 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
-add sanitize 40 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+add focus 60 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+add gpu-suite 175 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add fuzz 100 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
+add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 95 "$PY -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 60 "$PY -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
+# The block-scaled experiment BS_ALTERNATE (kernels/gemm.cu, off by default): the same block-scaled rows
+# without and with it, back to back (bench/NOTES.md, "Next experiment for block-scaled fp8").
+EXP_ARGS="--suite fp8 --fp8-shapes 1024x1024x1024 --fp8-block --fp8-block-shapes 4096x7168x16384,4096x4096x7168 \
+--rounds 5 --iters 20"
+add experiment 60 "$PY -m rawcoop bench $EXP_ARGS --json $Q_OUT/exp_default.json; \
+$PY bench/define_probe.py --defines BS_ALTERNATE=1 --block-scaled-only -- $EXP_ARGS --json $Q_OUT/exp_alternate.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -144,6 +151,9 @@ done
         f="$OUTDIR/$(printf '%02d' "$i")_${NAMES[i]}.log"
         [ -f "$f" ] || continue
         case "${NAMES[i]}" in
+            experiment)
+                echo "--- experiment (block-scaled rows, default then BS_ALTERNATE=1):"
+                grep -E '^\| e4m3 block|define_probe:' "$f" | head -n 12 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then

@@ -807,11 +807,12 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
+        "python bench/define_probe.py --defines BS_ALTERNATE=1 --block-scaled-only -- --suite fp8",
     ]
     pos = [text.find(e) for e in expected]
     assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
     assert pos == sorted(pos), "steps out of order"
-    for name in ("env", "warmup", "focus", "gpu-suite", "fuzz", "sanitize", "bench"):
+    for name in ("env", "warmup", "focus", "gpu-suite", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
     assert f"PYTHONPATH={ROOT}" in text and "PYTHONUNBUFFERED=1" in text
     # the time caps: the last step may end at the budget, no later
