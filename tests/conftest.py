@@ -27,14 +27,9 @@ HOPPER = _hopper_present()
 # rawcoop's doing as far as we could tell (a plain process that runs rawcoop
 # GEMMs and then imports torch works); tests that need torch skip with the
 # error (gpu_helpers.torch_or_skip) if it still fails.
-TORCH_IMPORT_ERROR = None
 if HOPPER:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        TORCH_IMPORT_ERROR = "torch is not installed"
-    except Exception as e:  # noqa: BLE001
-        TORCH_IMPORT_ERROR = f"import torch failed: {type(e).__name__}: {str(e).strip().splitlines()[0]}"
+    from rawcoop.bench import import_torch
+    import_torch()                      # (torch, None) or (None, why): torch_or_skip asks again and says why
 
 
 def pytest_collection_modifyitems(config, items):

@@ -42,13 +42,13 @@ def run_in_threads(work, args):
 
 
 def torch_or_skip():
-    """torch, or pytest.skip naming why it is unusable: not installed, or its
-    import raised (any exception: see conftest.py)."""
+    """torch, or pytest.skip naming why it is unusable (rawcoop.bench.import_torch:
+    not installed, its import raised (any exception: see conftest.py), or it
+    sees no CUDA GPU)."""
     import pytest
-    try:
-        import torch
-    except ImportError:
-        pytest.skip("torch is not installed")
-    except Exception as e:  # noqa: BLE001
-        pytest.skip(f"import torch failed: {type(e).__name__}: {str(e).strip().splitlines()[0]}")
+
+    from rawcoop.bench import import_torch
+    torch, why = import_torch()
+    if torch is None:
+        pytest.skip(why)
     return torch
