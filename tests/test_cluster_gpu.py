@@ -38,15 +38,21 @@ def test_cluster_multicast_layouts(block_n, layout, shape):
     _check(cp, out, a.astype(cp.float64) @ b.astype(cp.float64), 5e-3)
 
 
-def test_cluster_with_split_k_epilogue_and_batch():
-    import cupy as cp
-    import rawcoop
+def _split_k_epilogue_problem(cp):
+    """fp16 a (2, 600, 4096), b (2, 4096, 520), C and an fp32 bias, and the
+    float64 reference of relu(a @ b + 0.5 C + bias)."""
     dt = _dt("float16")
     a, b = _rand(cp, (2, 600, 4096), dt, 3), _rand(cp, (2, 4096, 520), dt, 4)
     c = _rand(cp, (2, 600, 520), dt, 5)
     bias = _rand(cp, (520,), cp.float32, 6)
     ref = a.astype(cp.float64) @ b.astype(cp.float64) + 0.5 * c.astype(cp.float64) + bias
-    ref = cp.maximum(ref, 0)
+    return a, b, c, bias, cp.maximum(ref, 0)
+
+
+def test_cluster_with_split_k_epilogue_and_batch():
+    import cupy as cp
+    import rawcoop
+    a, b, c, bias, ref = _split_k_epilogue_problem(cp)
     for splits in (None, 2, 3):
         d = rawcoop.gemm(a, b, c=c, beta=0.5, bias=bias, activation="relu", _cluster=2, _splits=splits)
         _check(cp, d, ref, 7e-4)
@@ -151,12 +157,7 @@ def test_cluster_n_with_split_k_epilogue_and_batch():
     for bit identical."""
     import cupy as cp
     import rawcoop
-    dt = _dt("float16")
-    a, b = _rand(cp, (2, 600, 4096), dt, 3), _rand(cp, (2, 4096, 520), dt, 4)
-    c = _rand(cp, (2, 600, 520), dt, 5)
-    bias = _rand(cp, (520,), cp.float32, 6)
-    ref = a.astype(cp.float64) @ b.astype(cp.float64) + 0.5 * c.astype(cp.float64) + bias
-    ref = cp.maximum(ref, 0)
+    a, b, c, bias, ref = _split_k_epilogue_problem(cp)
     for pingpong in (False, True):
         for splits in (None, 2, 3):
             kw = dict(c=c, beta=0.5, bias=bias, activation="relu", _cluster=(1, 2), _splits=splits,
