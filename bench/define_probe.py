@@ -1,10 +1,10 @@
 """``python -m rawcoop bench`` with extra preprocessor defines on the GEMM
 kernels: for kernel experiments that live behind a ``#define`` switch in
-kernels/gemm.cu (e.g. ``BS_ALTERNATE=1``, ``BS_SB_AHEAD=0``) and have no
+kernels/gemm.cu (e.g. ``BS_SB_AHEAD=1``) and have no
 Python option.  The defines join every matching configuration's KernelSpec,
 so they are compiled (and cached) as kernels of their own.
 
-    PYTHONPATH=$PWD python bench/define_probe.py --defines BS_ALTERNATE=1 --block-scaled-only -- \\
+    PYTHONPATH=$PWD python bench/define_probe.py --defines BS_SB_AHEAD=1 --block-scaled-only -- \\
         --suite fp8 --fp8-shapes 1024x1024x1024 --fp8-block --variants auto,block_n=64 --rounds 5
 
 Everything after ``--`` goes to the bench unchanged.  Compare against the same

@@ -18,7 +18,7 @@
 #   4 fuzz       python bench/fuzz.py --count 4000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 ...
-#   7 experiment the block-scaled rows without and with BS_ALTERNATE=1 (bench/define_probe.py)
+#   7 experiment M = 128 rows: the 128x64 whole-K rule (auto) against 128x128 + split-K (block_n=128)
 #
 # Time: each step has a cap (CAPS below, 535 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -27,6 +27,8 @@
 # overrides).  Output: every step's log as $OUT/NN_name.log, summary.txt, and
 # bench.json, bench.png, san.json, san_logs/ from the steps themselves; the last
 # lines printed are the summary (the device tool returns the output's tail).
+# With $OUT set (the device tool, which returns at most 8 files) everything but
+# summary.txt is packed into results.tgz at the end.
 set -u
 
 DRY=0
@@ -89,12 +91,10 @@ add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,syncch
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 60 "$PY -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
-# The block-scaled experiment BS_ALTERNATE (kernels/gemm.cu, off by default): the same block-scaled rows
-# without and with it, back to back (bench/NOTES.md, "Next experiment for block-scaled fp8").
-EXP_ARGS="--suite fp8 --fp8-shapes 1024x1024x1024 --fp8-block --fp8-block-shapes 4096x7168x16384,4096x4096x7168 \
---rounds 5 --iters 20"
-add experiment 60 "$PY -m rawcoop bench $EXP_ARGS --json $Q_OUT/exp_default.json; \
-$PY bench/define_probe.py --defines BS_ALTERNATE=1 --block-scaled-only -- $EXP_ARGS --json $Q_OUT/exp_alternate.json"
+# The M = 128 tile rule (gemm_configs.choose_block_n, one_row_narrow): auto (128x64 tiles over the whole K)
+# against the previous choice (128x128 + split-K, forced with block_n=128), same run.
+add experiment 60 "$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16,float16 --shapes 128x8192x8192,128x8192x4096 \
+--fp8-shapes 128x8192x8192,128x8192x4096 --variants auto,block_n=128 --rounds 5 --iters 20 --json $Q_OUT/exp_m128.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -152,8 +152,8 @@ done
         [ -f "$f" ] || continue
         case "${NAMES[i]}" in
             experiment)
-                echo "--- experiment (block-scaled rows, default then BS_ALTERNATE=1):"
-                grep -E '^\| e4m3 block|define_probe:' "$f" | head -n 12 ;;
+                echo "--- experiment (M = 128: auto vs block_n=128):"
+                grep -E '^\| (bf16|fp16|e4m3) ' "$f" | head -n 16 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then
@@ -173,4 +173,9 @@ done
     echo "========== summary (${SECONDS}s of ${BUDGET}s; logs in $OUTDIR) =========="
     printf '%s\n' "${SUMMARY[@]}"
 } | tee "$OUTDIR/summary.txt"
+if [ -n "${OUT:-}" ]; then
+    (cd "$OUTDIR" && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name results.tgz -printf '%P\n' \
+        | tar -czf results.tgz -T - && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name results.tgz \
+        -exec rm -rf {} +)
+fi
 exit "$FAILED"

@@ -98,13 +98,6 @@
 //   128) are TMA zero-fills, multiplied by the zero-filled rows of A (never
 //   NaN·0 unless the user's scales are NaN/inf); ghost columns (a 1×2
 //   cluster's tile at or right of N) read SB as 0, their B rows are zeros.
-//   BS_ALTERNATE (experiment, off by default, never run on a GPU): the two
-//   consumers issue each k-block's wgmmas in turn, c0(kb), c1(kb), c0(kb+1),
-//   ..., ordered by named barriers 3 (c0 issued kb) and 4 (c1 issued kb), so
-//   one consumer's MMAs keep the tensor cores busy while the other waits for
-//   its own and promotes.  Both walk the same units, so counting k-blocks
-//   over the CTA's whole sequence matches every arrive with a sync (c0 skips
-//   barrier 4 before its first k-block, c1 skips it after its last).
 //   Split-K: each split promotes its own k-blocks (global index kb_begin +
 //   kb for SA and SB).  Clusters: SA is loaded by each CTA for itself (never
 //   multicast), only A/B tiles are shared as usual.
@@ -203,9 +196,6 @@
 #define RC_BLOCK_SCALED (SCALE_MODE == 1)
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD 2
-#endif
-#ifndef BS_ALTERNATE        // block-scaled, cooperative: 1 = the consumers issue their k-blocks in turn
-#define BS_ALTERNATE 0      // (EXPERIMENT, never run on a GPU; see "Block scales" below and bench/NOTES.md)
 #endif
 
 // Element size, and which wgmma: a k-step always reads 32 bytes of K per row
@@ -309,8 +299,6 @@ static_assert(!RC_BLOCK_SCALED || kHalves * kAccRegs <= 64,
               "block-scaled: accumulators + promotion temporaries must fit in 128 registers per thread "
               "(128x128 cooperative or 128x64; not 128x256, not 128x128 ping-pong)");
 static_assert(BS_SB_AHEAD >= 0 && BS_SB_AHEAD <= 4, "BS_SB_AHEAD: 0..4 k-blocks");
-static_assert(!BS_ALTERNATE || (RC_BLOCK_SCALED && !PINGPONG),
-              "BS_ALTERNATE orders the two cooperative consumers of a block-scaled tile");
 
 // ------------------------------------------------------------------ epilogue math
 RC_DEVICE float ex2_approx(float x) {
@@ -705,21 +693,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] += t[hh][i] * ((i & 2u) ? s1 : s0);
                     }
                 };
-#if BS_ALTERNATE
-                const bool last_unit = u + unit_step >= units;
-#endif
                 for (int kb = 0; kb < kbn; ++kb) {
                     sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
                     float sa0[kHalves], sa1[kHalves];
-#if BS_ALTERNATE
-                    if (c == 0 && (j > 0 || kb > 0)) named_barrier_sync(4, 256);   // c1 issued the previous one
-                    if (c == 1) named_barrier_sync(3, 256);                         // c0 issued this one
-#endif
                     const u32 s = issue(tmp, kb, sa0, sa1);
-#if BS_ALTERNATE
-                    if (c == 0) named_barrier_arrive(3, 256);
-                    if (c == 1 && !(last_unit && kb == kbn - 1)) named_barrier_arrive(4, 256);
-#endif
                     wgmma_wait<0>();
                     retire(tmp, s, sa0, sa1);
                 }

@@ -140,11 +140,6 @@ RC_DEVICE void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask) : "memory");
 }
 
-RC_DEVICE void tma_store_2d(const TmaMap* map, u32 src, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];"
-                 :: "l"(map), "r"(src), "r"(c0), "r"(c1) : "memory");
-}
-
 RC_DEVICE void tma_store_3d(const TmaMap* map, u32 src, int c0, int c1, int c2) {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                  :: "l"(map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
@@ -175,10 +170,6 @@ RC_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 
 // Named barrier among `threads` threads (a multiple of 32); id 0 is __syncthreads.
 RC_DEVICE void named_barrier_sync(u32 id, u32 threads) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
-}
-// Arrive on a named barrier without waiting (the other `threads` - 32k threads wait with bar.sync).
-RC_DEVICE void named_barrier_arrive(u32 id, u32 threads) {
-    asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 
 RC_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

@@ -224,10 +224,20 @@ def parse_tf32_shapes(text: str) -> list[Shape]:
 _VARIANT_KEYS = ("block_n", "group", "splits", "cluster")
 
 
+def _cluster_value(text: str):
+    """A variant's cluster: ``2`` (= 2x1, as ``_cluster=2``), ``2x1`` or ``1x2``."""
+    text = text.strip().lower()
+    if "x" in text:
+        cm, cn = text.split("x", 1)
+        return int(cm), int(cn)
+    return int(text)
+
+
 def parse_variants(text: str) -> list[tuple[str, dict]]:
-    """``auto`` or ``BLOCK_N:GROUP[:SPLITS[:CLUSTER]]`` (SPLITS 0 = automatic),
-    or colon-separated ``key=value`` pairs naming any of rawcoop.gemm's
-    private ``_key`` arguments (e.g. ``block_n=128:pingpong=1``)."""
+    """``auto`` or ``BLOCK_N:GROUP[:SPLITS[:CLUSTER]]`` (SPLITS 0 = automatic;
+    CLUSTER 1, 2 = 2x1, or ``2x1``/``1x2``), or colon-separated ``key=value``
+    pairs naming any of rawcoop.gemm's private ``_key`` arguments (e.g.
+    ``block_n=128:pingpong=1``, ``cluster=1x2``)."""
     out = []
     for v in _split(text):
         if v == "auto":
@@ -238,11 +248,12 @@ def parse_variants(text: str) -> list[tuple[str, dict]]:
             for i, part in enumerate(v.split(":")):
                 if "=" in part:
                     key, val = part.split("=", 1)
-                    kw["_" + key.strip().lstrip("_")] = int(val)
                 else:
                     if i >= len(_VARIANT_KEYS):
                         raise ValueError
-                    kw["_" + _VARIANT_KEYS[i]] = int(part)
+                    key, val = _VARIANT_KEYS[i], part
+                key = key.strip().lstrip("_")
+                kw["_" + key] = _cluster_value(val) if key == "cluster" else int(val)
         except ValueError:
             raise ValueError(f"bad variant {v!r}: expected auto, BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
                              "or key=value pairs such as block_n=128:group=8") from None

@@ -188,8 +188,8 @@ def max_stages(block_n: int, has_c: bool, scale_mode: int = 0) -> int:
 def all_configs() -> list[GemmConfig]:
     """The configurations warm-up compiles by default: every layout and input
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
-    ping-pong and cooperative, 128x256) and the swap-AB small-M tile (128x64,
-    D column-major)."""
+    ping-pong and cooperative, 128x256, 128x64 for M = 128) and the swap-AB
+    small-M tile (128x64, D column-major)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -198,6 +198,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk))
                 out.append(GemmConfig(256, bf, ak, bk))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
+                out.append(GemmConfig(64, bf, ak, bk))
     return out
 
 
@@ -253,15 +254,16 @@ def cluster_n_configs() -> list[GemmConfig]:
 def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
-    picks (128x128 ping-pong and cooperative, 128x256) with the default
-    output (fp32 for tf32, bf16 for fp8), and the swap-AB small-M tile
-    (128x64, D column-major: 16-bit output, so bf16)."""
+    picks (128x128 ping-pong and cooperative, 128x256, 128x64 for M = 128)
+    with the default output (fp32 for tf32, bf16 for fp8), and the swap-AB
+    small-M tile (128x64, D column-major: 16-bit output, so bf16)."""
     out = []
     for ka, kb in LOWP_KIND_PAIRS:
         out.append(GemmConfig(128, ka, pingpong=True, b_kind=kb))
         out.append(GemmConfig(128, ka, b_kind=kb))
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
+        out.append(GemmConfig(64, ka, b_kind=kb))
     return out
 
 
@@ -334,7 +336,12 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
     return [c.spec for c in cfgs]
 
 
-def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None) -> int:
+ONE_ROW_NARROW_FILL = 0.9
+"""M = 128 (one tile row): 128x64 tiles over the whole K when they fill at least this share of the SMs."""
+
+
+def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
+                   one_row_narrow: bool = True) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose;
@@ -343,13 +350,27 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     cuBLAS with 128x128 vs 0.94-0.95 with 128x256 and 4 splits); 128x64 for
     narrow N (the swap-AB small-M case).  From the H200 probes in
     bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
-    0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99."""
+    0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99.
+
+    ``one_row_narrow`` (not for block-scaled fp8): with M = 128 exactly (one
+    full tile row, a memory-bound problem: B is streamed once) and too few
+    128x128 tiles for the SMs, 128x64 tiles over the whole K when they fill
+    >= 90% of the SMs, instead of 128x128 + split-K: no fix-up, 8 stages.
+    H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16 0.914 vs 0.890 of
+    cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of cuBLASLt (cuBLAS
+    itself runs a 128x64 tile there).  Not for M = 96 (0.70 vs 0.84: the
+    zero-filled rows of A's box cost more with the narrow tile) nor for
+    compute-bound shapes (m64n64 wgmmas read 128 B of shared memory per clock,
+    the SM's whole bandwidth)."""
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
     if tiles_256 >= sm_count:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         return 128 if short_k_many_waves else 256
+    if one_row_narrow and m == BLOCK_M and tile_count(m, n, 128, batches) < sm_count:
+        if ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count:
+            return 64
     return 128
 
 

@@ -65,8 +65,12 @@ def test_parse_lists():
         ("auto", {}), ("256:8", {"_block_n": 256, "_group": 8}), ("128:8:0", {"_block_n": 128, "_group": 8}),
         ("256:8:4:2", {"_block_n": 256, "_group": 8, "_splits": 4, "_cluster": 2}),
         ("block_n=128:pingpong=1", {"_block_n": 128, "_pingpong": 1})]
+    assert bench.parse_variants("256:8:0:1x2,cluster=2x1:block_n=128") == [
+        ("256:8:0:1x2", {"_block_n": 256, "_group": 8, "_cluster": (1, 2)}),
+        ("cluster=2x1:block_n=128", {"_cluster": (2, 1), "_block_n": 128})]
     for fn, bad, msg in ((bench.parse_dtypes, "float32", "dtype"), (bench.parse_layouts, "TX", "layout"),
                          (bench.parse_suites, "main,fast", "suite"), (bench.parse_variants, "256:x", "variant"),
+                         (bench.parse_variants, "cluster=1y2", "variant"),
                          (bench.parse_shapes, ",", "shape")):
         with pytest.raises(ValueError, match=msg):
             fn(bad)
@@ -807,7 +811,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
-        "python bench/define_probe.py --defines BS_ALTERNATE=1 --block-scaled-only -- --suite fp8",
+        "python -m rawcoop bench --suite main,fp8 --dtype bfloat16,float16 --shapes 128x8192x8192,128x8192x4096",
     ]
     pos = [text.find(e) for e in expected]
     assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]

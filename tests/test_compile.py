@@ -214,7 +214,11 @@ def test_tile_choice_rule():
     assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K)
-    assert choose_block_n(128, 8192, 1, 132, 8192) == 128
+    assert choose_block_n(128, 8192, 1, 132, 8192) == 64           # M = 128: 128 narrow tiles, no split
+    assert choose_block_n(128, 8192, 1, 132, 8192, one_row_narrow=False) == 128
+    assert choose_block_n(96, 8192, 1, 132, 8192) == 128           # ragged M: not the narrow rule
+    assert choose_block_n(128, 16384, 1, 132, 8192) == 128          # 128x128 tiles fill the SMs
+    assert choose_block_n(128, 4096, 1, 132, 8192) == 128           # 64 narrow tiles: too few
     assert choose_block_n(2048, 2048, 1, 132, 512) == 128
     assert choose_pingpong(128) and not choose_pingpong(256) and not choose_pingpong(64)
     assert choose_pingpong(128, 264, 132) and not choose_pingpong(128, 263, 132)
@@ -223,22 +227,3 @@ def test_tile_choice_rule():
     assert not config_for_problem(128, 8192, 8192, True, True, True).pingpong
     assert not config_for_problem(8192, 8192, 8192, True, True, True).pingpong
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
-
-
-def test_block_scaled_alternating_consumers_experiment_compiles():
-    """BS_ALTERNATE=1 (experiment, off by default): the block-scaled
-    cooperative kernels compile without spills or serialised wgmma and order
-    the consumers with named barriers 3 and 4 (one bar.arrive on each); the
-    default kernels have no bar.arrive at all."""
-    from rawcoop.compiler import KernelSpec, compile_spec, resource_usage
-    from rawcoop.gemm_configs import E4M3, GemmConfig
-    for cfg in (GemmConfig(128, E4M3, scale_mode=1), GemmConfig(64, E4M3, scale_mode=1, cluster_n=2)):
-        plain = compile_spec(cfg.spec, want_ptx=True)
-        sp = KernelSpec(cfg.spec.source, cfg.spec.name, tuple(sorted(cfg.spec.defines + (("BS_ALTERNATE", 1),))))
-        r = compile_spec(sp, want_ptx=True)
-        use = resource_usage(r.log)
-        assert use["spill_stores"] == 0 and use["spill_loads"] == 0, r.log
-        assert "C7514" not in r.log and "C7518" not in r.log and "serialized" not in r.log, r.log
-        assert "bar.arrive" not in plain.ptx
-        assert r.ptx.count("bar.arrive") == 2
-        assert r.ptx.count("bar.sync") == plain.ptx.count("bar.sync") + 2

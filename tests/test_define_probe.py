@@ -17,9 +17,9 @@ def _probe():
 
 def test_parse_defines():
     p = _probe()
-    assert p.parse_defines("BS_ALTERNATE=1, BS_SB_AHEAD=0") == (("BS_ALTERNATE", 1), ("BS_SB_AHEAD", 0))
+    assert p.parse_defines("BS_SB_AHEAD=1, BS_SB_AHEAD2=0") == (("BS_SB_AHEAD", 1), ("BS_SB_AHEAD2", 0))
     assert p.parse_defines("") == ()
-    for bad in ("BS_ALTERNATE", "1X=2", "A=b", "A=1.5"):
+    for bad in ("BS_SB_AHEAD", "1X=2", "A=b", "A=1.5"):
         with pytest.raises(ValueError, match="bad define"):
             p.parse_defines(bad)
 
@@ -31,9 +31,9 @@ def test_extra_defines_patch_block_scaled_specs_and_restore():
     block, plain = GemmConfig(128, E4M3, scale_mode=1), GemmConfig(128, E4M3)
     before_block, before_plain = block.spec, plain.spec
     G._PLANS["sentinel"] = object()
-    with p.extra_defines((("BS_ALTERNATE", 1),), block_scaled_only=True):
+    with p.extra_defines((("BS_SB_AHEAD", 1),), block_scaled_only=True):
         assert "sentinel" not in G._PLANS                      # plans hold kernels: emptied
-        assert ("BS_ALTERNATE", 1) in block.spec.defines
+        assert ("BS_SB_AHEAD", 1) in block.spec.defines
         assert plain.spec == before_plain
     assert block.spec == before_block and plain.spec == before_plain
     with p.extra_defines((("BS_SB_AHEAD", 0),)):
@@ -59,6 +59,6 @@ def test_main_splits_its_arguments_from_the_bench_ones(monkeypatch):
         seen["defines"] = GemmConfig(128, E4M3, scale_mode=1).spec.defines
         return 0
     monkeypatch.setattr(B, "main", fake_main)
-    assert p.main(["--defines", "BS_ALTERNATE=1", "--block-scaled-only", "--", "--suite", "fp8", "--fp8-block"]) == 0
+    assert p.main(["--defines", "BS_SB_AHEAD=1", "--block-scaled-only", "--", "--suite", "fp8", "--fp8-block"]) == 0
     assert seen["argv"] == ["--suite", "fp8", "--fp8-block"]
-    assert ("BS_ALTERNATE", 1) in seen["defines"]
+    assert ("BS_SB_AHEAD", 1) in seen["defines"]

@@ -277,34 +277,3 @@ def test_block_fp8_bad_inputs_raise_before_launch(monkeypatch):
         with pytest.raises(exc, match=fragment):
             rawcoop.gemm(p.a, p.b, **args)
     assert bool(cp.isnan(out).all()), "a rejected call wrote the output"
-
-
-# --------------------------------------------------- BS_ALTERNATE (experiment)
-ALT_CASES = [((2048, 2048, 1024), {}),                    # 256 tiles on 132 SMs: a second unit per CTA
-             ((1100, 1100, 4096 + 80), dict(_splits=3)),
-             ((1100, 1100, 4096 + 80), dict(_block_n=64)),
-             ((1100, 1100, 4096 + 80), dict(_cluster=2)),
-             ((1100, 1100, 4096 + 80), dict(_cluster=(1, 2), _block_n=64, _splits=2)),
-             ((17, 3000, 4112), {})]
-
-
-def test_block_fp8_alternating_consumers_experiment():
-    """kernels/gemm.cu's BS_ALTERNATE=1 (off by default; the two cooperative
-    consumers issue their k-blocks in turn through named barriers 3 and 4)
-    through bench/define_probe.py's patch: same results as the float64
-    reference with several units per CTA, split-K, 128x64 tiles, both
-    cluster shapes, small M.  A deadlock in the ordering hangs here (under
-    pytest-timeout), not in the default kernels."""
-    import importlib.util
-
-    import cupy as cp
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "bench" / "define_probe.py"
-    spec = importlib.util.spec_from_file_location("define_probe", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
-    with probe.extra_defines((("BS_ALTERNATE", 1),), block_scaled_only=True):
-        for (m, n, k), kw in ALT_CASES:
-            p = Problem(cp, m, n, k, seed=m + n)
-            _check(cp, p.run(out_dtype=cp.float32, **kw), p.ref, p.ref_abs, "float32",
-                   f"BS_ALTERNATE {m}x{n}x{k} {kw}")
