@@ -409,6 +409,20 @@ RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
     return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
 }
 
+// Trimmed boxes.  A K-major operand with fewer rows than its tile (M < 128
+// for A, N < BLOCK_N for B: then there is a single tile row/column) is
+// loaded with a box of only round8(rows) lines (the host encodes its map so,
+// gemm.py `trimmed_lines`); the rest of the tile's shared-memory lines keep
+// whatever an earlier stage left there.  Those lines only feed rows (columns)
+// of D at or past M (N), which are never stored, so their values do not
+// matter; the point is that a box that is mostly out of bounds costs TMA
+// time (zero fill) on problems that are bound by memory (small M, swap-AB).
+// Not with clusters (multicast halves) nor MN-major operands (64-wide boxes).
+template <int KMAJOR>
+RC_DEVICE u32 trimmed_lines(int rows, int tile) {
+    return (KMAJOR && RC_CLUSTER == 1 && rows < tile) ? u32((rows + 7) & ~7) : u32(tile);
+}
+
 // ------------------------------------------------------------------ kernel
 extern "C" __global__ void __launch_bounds__(384, 1)
 gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
@@ -491,6 +505,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // ---------------------------------------------- mainloop loads
             u32 stage = 0, phase = 0;
             bool first = true;
+            // Trimmed boxes (see "Trimmed boxes" above): the bytes one stage really receives.
+            const u32 stage_bytes = (trimmed_lines<A_KMAJOR>(M, BLOCK_M) + trimmed_lines<B_KMAJOR>(N, BLOCK_N)) *
+                                    (BLOCK_K * kInBytes);
             for (int u = first_unit; u < units; u += unit_step) {
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
                 const TileCoord tc = w.tc;
@@ -502,10 +519,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     mbar_wait(empty(stage), phase ^ 1u, "empty (mainloop ring)");
 #if RC_BLOCK_SCALED
                     // + this CTA's own A scales of the k-block (never multicast): 128 rows from m0
-                    mbar_arrive_expect_tx(full(stage), kStageBytes + kSABytes);
+                    mbar_arrive_expect_tx(full(stage), stage_bytes + kSABytes);
                     tma_load_3d(smem_sa(stage), &map_sa, full(stage), m0, kb, la);
 #else
-                    mbar_arrive_expect_tx(full(stage), kStageBytes);
+                    mbar_arrive_expect_tx(full(stage), stage_bytes);
 #endif
 #if CLUSTER_N > 1
                     load_operand_multicast<A_KMAJOR, BLOCK_M>(smem_a(stage), &map_a, full(stage), k0, m0, la, rank);

@@ -386,8 +386,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.out_dtype, plan.osz, plan.dt_out = np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
     # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
-    plan.map_a = operand_map(*A, km, gemm_configs.BLOCK_M // cluster_n)
-    plan.map_b = operand_map(*B, kn, cfg.block_n // cluster_m)
+    plan.map_a = operand_map(*A, km, gemm_configs.trimmed_lines(A[1], km, gemm_configs.BLOCK_M, cfg) // cluster_n)
+    plan.map_b = operand_map(*B, kn, gemm_configs.trimmed_lines(B[1], kn, cfg.block_n, cfg) // cluster_m)
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1

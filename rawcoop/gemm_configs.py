@@ -383,6 +383,18 @@ def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132)
     return block_n == 128 and (tiles is None or tiles >= 2 * sm_count)
 
 
+def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
+    """Box lines of a K-major operand's TMA map (kernels/gemm.cu
+    ``trimmed_lines``, the same rule): an operand with fewer rows than its
+    tile (M < 128 for A, N < BLOCK_N for B; there is one tile row/column
+    then) is loaded with round8(rows) lines instead of a mostly zero-filled
+    box; the kernel counts the stage's bytes the same way.  Full tiles,
+    MN-major operands and clusters keep the whole tile."""
+    if kmajor and cfg.cluster_size == 1 and rows < tile:
+        return (rows + 7) // 8 * 8
+    return tile
+
+
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
     return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c, cfg.scale_mode))
 

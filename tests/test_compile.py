@@ -227,3 +227,18 @@ def test_tile_choice_rule():
     assert not config_for_problem(128, 8192, 8192, True, True, True).pingpong
     assert not config_for_problem(8192, 8192, 8192, True, True, True).pingpong
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
+
+
+def test_trimmed_lines_rule():
+    """gemm_configs.trimmed_lines (the host half of kernels/gemm.cu's
+    trimmed_lines): K-major operands with fewer rows than their tile get a
+    box of round8(rows) lines; MN-major operands, full tiles and clusters
+    keep the whole tile."""
+    from rawcoop.gemm_configs import GemmConfig, trimmed_lines
+    cfg, pair = GemmConfig(64, True), GemmConfig(128, True, cluster_n=2)
+    assert trimmed_lines(True, 16, 128, cfg) == 16
+    assert trimmed_lines(True, 1, 64, cfg) == 8
+    assert trimmed_lines(True, 97, 128, cfg) == 104
+    assert trimmed_lines(True, 128, 128, cfg) == 128 and trimmed_lines(True, 5000, 128, cfg) == 128
+    assert trimmed_lines(False, 16, 128, cfg) == 128                    # MN-major: 64-wide boxes
+    assert trimmed_lines(True, 16, 128, pair) == 128                    # multicast halves

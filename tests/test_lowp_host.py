@@ -281,6 +281,7 @@ def test_fp8_swap_ab_keeps_k_major_and_swaps_the_kinds(planning):
     map_a, map_b = planning[:2]
     assert map_a.address == b.data.ptr and map_a.dims == (2048, 4096, 1)
     assert map_b.address == a.data.ptr and map_b.dims == (2048, 16, 1)
+    assert map_a.box == (128, 128, 1) and map_b.box == (128, 16, 1)   # kernel N = 16 < 64: trimmed box
 
 
 def test_tf32_plan(planning):
@@ -290,7 +291,7 @@ def test_tf32_plan(planning):
     assert (cfg.in_kind, cfg.b_kind, cfg.block_k, cfg.out_type) == (2, 2, 32, 2)
     assert not cfg.d_colmajor                                # fp32 out: no column-major epilogue, no swap
     map_a, map_b = planning[:2]
-    assert map_a.dtype == tma.DType.FLOAT32 and map_a.box == (32, 128, 1)
+    assert map_a.dtype == tma.DType.FLOAT32 and map_a.box == (32, 16, 1)   # M = 16 < 128: a trimmed box
     assert map_b.box == (32, cfg.block_n, 1)
     assert plan.types == G._TYPES and plan.extra == ()
     assert plan.out_dtype == np.float32
