@@ -17,7 +17,7 @@
 #                suite, without running those files twice)
 #   4 fuzz       python bench/fuzz.py --count 4000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
-#   6 bench      python -m rawcoop bench --suite main,fp8,tf32 --dtype bfloat16,float16 ...
+#   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...
 #   7 experiment M = 128 rows: the 128x64 whole-K rule (auto) against 128x128 + split-K (block_n=128)
 #
 # Time: each step has a cap (CAPS below, 535 s in all, plus 3 s of kill grace
@@ -86,10 +86,10 @@ add warmup 40 "$PY -m rawcoop warmup --all --quiet"
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 add focus 60 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
 add gpu-suite 175 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 100 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
+add fuzz 90 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
 add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 60 "$PY -m rawcoop bench --suite main,fp8,tf32 --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 75 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
 # The M = 128 tile rule (gemm_configs.choose_block_n, one_row_narrow): auto (128x64 tiles over the whole K)
 # against the previous choice (128x128 + split-K, forced with block_n=128), same run.

@@ -1280,6 +1280,7 @@ class Bench:
                                      use_fast_accum=fast, baseline_err_fp32=self.rel_err(ref, ref32),
                                      torch=torch.__version__)
                         for v, kw, ours_v in variants:
+                            D[0].fill(float("nan"))         # each variant's own output, never the previous one's
                             ours_v(0)
                             self.record("fp8", _variant_label(label, v), shape.flops, ours_v, fn, sets, baseline=bname,
                                         peak=PEAK_FP8_TFLOPS, extra=dict(extra, variant=v,
@@ -1291,6 +1292,7 @@ class Bench:
                     print(f"fp8      {label}: {skipped}", flush=True)
             if not timed:
                 for v, kw, ours_v in variants:
+                    D[0].fill(float("nan"))
                     ours_v(0)
                     self.record("fp8", _variant_label(label, v), shape.flops, ours_v, None, sets,
                                 baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,

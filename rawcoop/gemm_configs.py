@@ -424,7 +424,8 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
 
 def tuning_candidates(plan) -> list[dict]:
     """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
-    None), then tile width (with ping-pong on and off for 128x128) x raster
+    None), then tile width (with ping-pong on and off for 128x128; 128x64 too
+    when the kernel's M fits one tile row) x raster
     group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N).
     Block-scaled fp8: 128x128 cooperative and 128x64 cooperative/ping-pong
     tiles, never swap-AB."""
@@ -435,6 +436,8 @@ def tuning_candidates(plan) -> list[dict]:
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
+        if narrow > 64 and (plan.n if swap else plan.m) <= BLOCK_M:
+            tiles += ((64, False),)         # one tile row: 128x64 over the whole K (choose_block_n's M = 128 rule)
         if block_scaled:                    # 128x128 cooperative, 128x64 cooperative or ping-pong only
             tiles = ((64, False), (64, True)) if narrow <= 64 else ((128, False), (64, False), (64, True))
         for bn, pp in tiles:

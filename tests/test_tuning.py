@@ -66,9 +66,10 @@ def test_candidates_cover_tiles_groups_splits_and_swap():
     assert {c["pingpong"] for c in cands[1:] if c["block_n"] == 128} == {True, False}
     assert not any(c["pingpong"] for c in cands[1:] if c["block_n"] != 128)
     assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
-    assert {c["block_n"] for c in cands[1:] if not c["swap"]} == {128, 256}
+    assert {c["block_n"] for c in cands[1:] if not c["swap"]} == {64, 128, 256}   # one tile row: 128x64 too
     assert {c["splits"] for c in cands[1:]} == {None, 1, 2, 4}
     assert {c["group"] for c in cands[1:]} == {4, 8, 16}
     assert len(cands) == len({tuple(sorted(c.items())) for c in cands})
     few_k = gemm_configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=64, swap_ok=False))
     assert all(c["splits"] in (None, 1) for c in few_k) and all(c["swap"] in (None, False) for c in few_k)
+    assert {c["block_n"] for c in few_k[1:]} == {128, 256}                       # many tile rows: no 128x64
