@@ -20,7 +20,7 @@
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...
 #   7 experiment M = 128 rows: the 128x64 whole-K rule (auto) against 128x128 + split-K (block_n=128)
 #
-# Time: each step has a cap (CAPS below, 535 s in all, plus 3 s of kill grace
+# Time: each step has a cap (CAPS below, 540 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
 # BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
 # their caps and the whole stays under BUDGET (570 s; NEXT_SESSION_BUDGET
