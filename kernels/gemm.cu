@@ -106,11 +106,10 @@
 // (scheduler.cuh): a unit is a whole tile (data-parallel) or one K-split of a
 // tile of the partial last wave; tiles run over L·tiles_m·tiles_n in grouped
 // raster order.  The producer runs ahead into the next unit while the
-// consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) a
-// flag and one fp32 workspace slot per split but the last; the other splits
-// store their partials and count up the flag without waiting, the last split
-// waits for all of them and sums in split order - a fixed reduction order,
-// so results are bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
+// consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) an
+// fp32 workspace slot and a flag; split s waits for flag == s, adds, stores
+// or (last split) runs the epilogue - a fixed reduction order, so results are
+// bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
 // count the whole box), stores clip.  Operands broadcast over the batch have
 // batch coordinate 0 (bmask).  griddepcontrol.wait follows the prologue, so
 // with programmatic dependent launch the prologue overlaps the previous grid.
@@ -419,9 +418,6 @@ RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
 // matter; the point is that a box that is mostly out of bounds costs TMA
 // time (zero fill) on problems that are bound by memory (small M, swap-AB).
 // Not with clusters (multicast halves) nor MN-major operands (64-wide boxes).
-// Split-K fix-up: partials the last split reads with unrolled loads (splits <= 4 = MAX_SPLITS).
-constexpr int kUnrolledPartials = 3;
-
 template <int KMAJOR>
 RC_DEVICE u32 trimmed_lines(int rows, int tile) {
     return (KMAJOR && RC_CLUSTER == 1 && rows < tile) ? u32((rows + 7) & ~7) : u32(tile);
@@ -742,30 +738,27 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #endif
 
             // -------------------------------------------------- split-K fix-up
-            // Per (tile, rank, consumer) one flag and splits - 1 fp32 partial slots of the
-            // consumer's halves (64 x BLOCK_N floats each; ping-pong: both halves, one flag).
-            // Splits 0 .. S-2 store their partial into slot `split` and add 1 to the flag
-            // (release) - they never wait.  The last split waits until the flag reads S-1
-            // (acquire), then sums in a fixed order, ((p0 + p1) + ... + p_{S-2}) + acc (bit-
-            // identical on every run, and the same order as a serial chain of splits), runs the
-            // epilogue and zeroes the flag for the next launch on the stream (the host zeroes
-            // flags only once).  The last split waits only on lower-numbered units of its own
-            // tile, and those never wait, so nothing can deadlock (every CTA of the persistent
-            // grid is resident).
+            // The splits of a tile are reduced in split order through an fp32
+            // workspace slot per (tile, 64-row half), one flag per consumer and tile: split 0 stores its
+            // partial, split s waits until the slot's flag == s, adds the slot
+            // into its registers (ws + acc, always in that order: bit-identical
+            // on every run) and stores the sum or, as the last split, runs the
+            // epilogue.  Units of one tile are consecutive and every CTA of the
+            // persistent grid is resident; a unit only waits on lower-numbered
+            // units, and the lowest unfinished unit never waits (its CTA's ring
+            // holds its stages in order), so nothing can deadlock.
             if (w.splits > 1) {
+                // This consumer's slot: its half (cooperative), or the tile's
+                // first half (ping-pong: slots slot and slot + 1, one flag).
                 const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
-                // slot's partial s: halves (slot's pair * (S-1) + s) * 2 + half, each 64 x BLOCK_N floats
-                auto partial = [&](int s, u32 hh) {
-                    const int pair = slot >> 1, half = (slot & 1) + int(hh);
-                    return workspace + ((size_t)(pair * (w.splits - 1) + s) * 2 + (size_t)half) * (64 * BLOCK_N);
-                };
+                float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
                 int* flag = flags + slot;
-                if (w.split == w.splits - 1) {
+                if (w.split > 0) {
                     if (tid == 0) {
 #ifdef RAWCOOP_WATCHDOG
                         const u64 start = clock_cycles();
 #endif
-                        while (ld_acquire_gpu(flag) != w.splits - 1) {
+                        while (ld_acquire_gpu(flag) != w.split) {
                             nanosleep_ns(64);
                             RC_WATCH(start, "split-K flag", u32(slot), u32(w.split));
                         }
@@ -775,40 +768,27 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
                         for (u32 i = 0; i < kAccRegs / 4; ++i) {
-                            const u32 off = (i * 128u + tid) * 4u;
-                            float t0, t1, t2, t3;
-                            ld_cg_f32x4(partial(0, hh) + off, t0, t1, t2, t3);
-                            auto add_partial = [&](int s) {
-                                float p0, p1, p2, p3;
-                                ld_cg_f32x4(partial(s, hh) + off, p0, p1, p2, p3);
-                                t0 = t0 + p0;
-                                t1 = t1 + p1;
-                                t2 = t2 + p2;
-                                t3 = t3 + p3;
-                            };
-                            // Unrolled up to MAX_SPLITS (rawcoop/scheduler.py, 4) so that ptxas can issue
-                            // the loads of many registers before their adds (a runtime loop here kept
-                            // one L2 round trip per partial and register group in flight: 128x256 with 4
-                            // splits fell from 0.95 to 0.89 of cuBLAS); forced _splits beyond it loop.
-#pragma unroll
-                            for (int s = 1; s < kUnrolledPartials; ++s)
-                                if (s < w.splits - 1) add_partial(s);
-                            for (int s = kUnrolledPartials; s < w.splits - 1; ++s) add_partial(s);
-                            acc[hh][4 * i] = t0 + acc[hh][4 * i];
-                            acc[hh][4 * i + 1] = t1 + acc[hh][4 * i + 1];
-                            acc[hh][4 * i + 2] = t2 + acc[hh][4 * i + 2];
-                            acc[hh][4 * i + 3] = t3 + acc[hh][4 * i + 3];
+                            float p0, p1, p2, p3;
+                            ld_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, p0, p1, p2, p3);
+                            acc[hh][4 * i] = p0 + acc[hh][4 * i];
+                            acc[hh][4 * i + 1] = p1 + acc[hh][4 * i + 1];
+                            acc[hh][4 * i + 2] = p2 + acc[hh][4 * i + 2];
+                            acc[hh][4 * i + 3] = p3 + acc[hh][4 * i + 3];
                         }
-                    if (tid == 0) st_release_gpu(flag, 0);   // every other split has arrived: no one races
+                }
+                if (w.split == w.splits - 1) {
+                    // Last reader of this flag in this launch: leave it zeroed for
+                    // the next launch on the stream (the host zeroes it only once).
+                    if (tid == 0) st_release_gpu(flag, 0);
                 } else {
 #pragma unroll
                     for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
                         for (u32 i = 0; i < kAccRegs / 4; ++i)
-                            st_cg_f32x4(partial(w.split, hh) + (i * 128u + tid) * 4u, acc[hh][4 * i],
+                            st_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, acc[hh][4 * i],
                                         acc[hh][4 * i + 1], acc[hh][4 * i + 2], acc[hh][4 * i + 3]);
                     named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
-                    if (tid == 0) red_release_gpu_add(flag, 1);   // ... before the count moves
+                    if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
                     continue;
                 }
             }

@@ -247,12 +247,6 @@ RC_DEVICE int ld_acquire_gpu(const int* p) {
     asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-// Atomic add with release semantics at GPU scope (no result): the writes this
-// thread ordered before it (e.g. after a CTA barrier) are visible to whoever
-// acquires the new value.
-RC_DEVICE void red_release_gpu_add(int* p, int v) {
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
 RC_DEVICE void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }

@@ -407,8 +407,7 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
             "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group",
             "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
             "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
-            "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "fence.proxy.async.shared::cta",
-            "red.release.gpu.global.add.s32", "ld.acquire.gpu.global.s32"]   # the split-K fix-up
+            "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "fence.proxy.async.shared::cta"]
     if d["OUT_TYPE"] != 2:
         want.append("cvt.rn." + ("bf16" if d["OUT_TYPE"] == 1 else "f16") + "x2.f32")
     if d["ACT"] in (2, 3):

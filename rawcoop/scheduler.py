@@ -9,10 +9,9 @@ Work units (:class:`Decomposition`): the first ``tiles_dp`` tiles are
 data-parallel (one unit = the whole K range of a tile); every later tile is
 split ``splits`` ways along K (split-K on the partial last wave, or on all
 tiles when there are fewer tiles than SMs).  CTA ``b`` of ``grid`` handles
-units ``b, b + grid, ...``.  Split units need, per (tile, consumer
-warpgroup), one flag and an fp32 workspace slot for each split but the last
-(which waits for the others and sums them in split order); only the flags are
-zeroed, on the launch stream.
+units ``b, b + grid, ...``.  Split units need an fp32 workspace slot per
+(tile, consumer warpgroup) and one flag each; only the flags are zeroed, on
+the launch stream.
 
 Clusters (``cluster`` = (cluster_m, cluster_n), (2, 1) or (1, 2)): a tile of
 the schedule is then a pair of kernel tiles, vertically (2x1) or horizontally
@@ -54,7 +53,7 @@ def cta_tile(tc: tuple[int, int, int], rank: int, cluster: tuple[int, int] = (1,
 
 
 MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
-MAX_SPLITS = 4                # splits per tile: the last one reads every other split's partial
+MAX_SPLITS = 4                # the deterministic fix-up is serial in the split index
 CONSUMERS = 2                 # workspace slots per split tile
 
 
@@ -85,9 +84,7 @@ class Decomposition:
         return tile, split, splits, split * base + min(split, rem), base + (1 if split < rem else 0)
 
     def workspace_floats(self, block_n: int) -> int:
-        """fp32 partials: per split tile and consumer, one 64 x block_n slot for
-        each split but the last (the last split sums them; kernels/gemm.cu)."""
-        return self.split_tiles * CONSUMERS * 64 * block_n * max(0, self.splits - 1)
+        return self.split_tiles * CONSUMERS * 64 * block_n
 
     def flag_count(self) -> int:
         return self.split_tiles * CONSUMERS
@@ -153,13 +150,6 @@ class Schedule:
         """Split-K workspace slot (and flag) of (schedule tile, rank, consumer
         warpgroup) as the kernel computes it; ``tile`` >= tiles_dp."""
         return ((tile - self.decomposition.tiles_dp) * self.cluster_size + rank) * CONSUMERS + consumer
-
-    def partial_offset(self, slot: int, split: int, block_n: int) -> int:
-        """Float offset in the workspace of split ``split``'s partial (splits
-        0 .. splits-2 store one) for workspace slot ``slot``, as the kernel's
-        ``partial``: 64 x block_n floats per (slot pair, split, half)."""
-        pair, half = divmod(slot, CONSUMERS)
-        return ((pair * (self.decomposition.splits - 1) + split) * CONSUMERS + half) * 64 * block_n
 
     def tiles_of(self, cta: int) -> list[tuple[int, int, int]]:
         return [tile_coord(t, self.tiles_m, self.tiles_n, self.group)

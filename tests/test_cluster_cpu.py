@@ -185,10 +185,7 @@ def _check_cluster_schedule(m, n, bn, batches, k, block_k, slots, group, splits,
         per_slot = Counter(s for s, _ in slots_seen)
         assert set(per_slot.values()) == {dec.splits}          # each split of the tile uses it once
         assert set(per_slot) == set(range(dec.flag_count() * cm * cn))
-        assert dec.workspace_floats(bn) * cm * cn == len(per_slot) * 64 * bn * (dec.splits - 1)
-        # the non-last splits' partials tile the workspace exactly: disjoint, inside it
-        offsets = sorted(sched.partial_offset(slot, s, bn) for slot in per_slot for s in range(dec.splits - 1))
-        assert offsets == list(range(0, dec.workspace_floats(bn) * cm * cn, 64 * bn))
+        assert dec.workspace_floats(bn) * cm * cn == len(per_slot) * 64 * bn
     return sched, bool(ghosts)
 
 
