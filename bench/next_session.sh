@@ -15,12 +15,12 @@
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
 #                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
 #                suite, without running those files twice)
-#   4 fuzz       python bench/fuzz.py --count 4000 --seed 7 --quiet
+#   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...
-#   7 experiment M = 128 rows: the 128x64 whole-K rule (auto) against 128x128 + split-K (block_n=128)
+#   7 experiment 64 < M < 128 and 1024^2 x 65536: auto against 128x64 tiles over the whole K
 #
-# Time: each step has a cap (CAPS below, 540 s in all, plus 3 s of kill grace
+# Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
 # BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
 # their caps and the whole stays under BUDGET (570 s; NEXT_SESSION_BUDGET
@@ -81,20 +81,23 @@ try:
 except Exception as e:
     print(\"import torch FAILED:\", type(e).__name__, e)'; \
 $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
-add warmup 40 "$PY -m rawcoop warmup --all --quiet"
+add warmup 25 "$PY -m rawcoop warmup --all --quiet"
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
-add focus 60 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 175 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 90 "$PY bench/fuzz.py --count 4000 --seed 7 --quiet"
+# The two pytest steps need ~265 s on a fast instance and did not finish in 277 s on a slower one
+# (stop 11: warm-up 13.9 s instead of 6 s), hence the caps; fuzz runs 2000 cases (~40 s) to make room.
+add focus 110 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+add gpu-suite 250 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --quiet"
 add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 75 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 40 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
-# The M = 128 tile rule (gemm_configs.choose_block_n, one_row_narrow): auto (128x64 tiles over the whole K)
-# against the previous choice (128x128 + split-K, forced with block_n=128), same run.
-add experiment 60 "$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16,float16 --shapes 128x8192x8192,128x8192x4096 \
---fp8-shapes 128x8192x8192,128x8192x4096 --variants auto,block_n=128 --rounds 5 --iters 20 --json $Q_OUT/exp_m128.json"
+# Next experiment: does the M = 128 rule (128x64 tiles over the whole K) now pay for 64 < M < 128 too,
+# with trimmed TMA boxes (it lost at M = 96 before them)?  And 1024^2 x 65536 with 128 narrow tiles.
+add experiment 25 "$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16,float16 \
+--shapes 96x8192x8192,112x8192x8192,1024x1024x65536 --fp8-shapes 96x8192x8192,112x8192x8192 \
+--variants auto,block_n=64:splits=1 --rounds 5 --iters 20 --json $Q_OUT/exp_narrow.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -152,7 +155,7 @@ done
         [ -f "$f" ] || continue
         case "${NAMES[i]}" in
             experiment)
-                echo "--- experiment (M = 128: auto vs block_n=128):"
+                echo "--- experiment (auto vs block_n=64:splits=1):"
                 grep -E '^\| (bf16|fp16|e4m3) ' "$f" | head -n 16 ;;
             bench)
                 echo "--- bench report:"

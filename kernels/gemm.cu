@@ -412,7 +412,7 @@ RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
 // Trimmed boxes.  A K-major operand with fewer rows than its tile (M < 128
 // for A, N < BLOCK_N for B: then there is a single tile row/column) is
 // loaded with a box of only round8(rows) lines (the host encodes its map so,
-// gemm.py `trimmed_lines`); the rest of the tile's shared-memory lines keep
+// gemm_configs.py `trimmed_lines`); the rest of the tile's shared-memory lines keep
 // whatever an earlier stage left there.  Those lines only feed rows (columns)
 // of D at or past M (N), which are never stored, so their values do not
 // matter; the point is that a box that is mostly out of bounds costs TMA

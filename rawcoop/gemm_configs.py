@@ -358,8 +358,9 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     >= 90% of the SMs, instead of 128x128 + split-K: no fix-up, 8 stages.
     H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16 0.914 vs 0.890 of
     cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of cuBLASLt (cuBLAS
-    itself runs a 128x64 tile there).  Not for M = 96 (0.70 vs 0.84: the
-    zero-filled rows of A's box cost more with the narrow tile) nor for
+    itself runs a 128x64 tile there).  Not for M = 96 (0.70 vs 0.84, measured
+    before trimmed TMA boxes, see trimmed_lines: the zero-filled rows of A's
+    box cost more with the narrow tile; not measured since) nor for
     compute-bound shapes (m64n64 wgmmas read 128 B of shared memory per clock,
     the SM's whole bandwidth)."""
     if n <= 64:
