@@ -466,3 +466,30 @@ def test_torch_fp8_tensors_travel_as_uint8_views(monkeypatch):
     assert operands.as_cupy(cp, "b", Tensor(fake_torch.float8_e5m2)).dtype == E5M2
     with pytest.raises(TypeError, match="torch.float8_e4m3fnuz is not supported"):
         operands.as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fnuz))
+
+
+# ---------------------------------------------------------------- trimmed TMA boxes (gemm_configs.trimmed_lines)
+@pytest.mark.parametrize("m, n, kw, a_box, b_box", [
+    (100, 4096, {}, (64, 104, 1), (64, 128, 1)),                     # M < 128: A's box trimmed to round8(M)
+    (128, 4096, {}, (64, 128, 1), (64, 128, 1)),                     # full tile row: untouched
+    (1000, 4096, {}, (64, 128, 1), (64, 128, 1)),                    # several tile rows: untouched
+    (100, 4096, dict(_cluster=(1, 2)), (64, 64, 1), (64, 128, 1)),   # multicast halves: never trimmed
+    (100, 4096, dict(_cluster=2), (64, 128, 1), (64, 64, 1)),
+    (16, 4096, {}, (64, 128, 1), (64, 16, 1)),                       # swap-AB: kernel B = a, N' = 16 < 64
+    (1, 4096, {}, (64, 128, 1), (64, 8, 1)),                         # at least 8 lines (one swizzle atom)
+    (40, 4096, dict(_swap=False), (64, 40, 1), (64, 128, 1)),
+    (4096, 100, {}, (64, 128, 1), (64, 104, 1)),                     # N < 128: B's box trimmed
+])
+def test_trimmed_boxes_k_major(planning, m, n, kw, a_box, b_box):
+    a, b = tn(m, n, 1024, "float16")
+    build(a, b, **kw)
+    map_a, map_b = planning[:2]
+    assert (map_a.box, map_b.box) == (a_box, b_box)
+
+
+def test_trimmed_boxes_not_for_mn_major(planning):
+    a = StubArray((1024, 104), "float16").T                     # (104, 1024) column-major: M-major A
+    b = StubArray((1024, 4096), "float16")                      # N-major B
+    build(a, b)
+    map_a, map_b = planning[:2]
+    assert map_a.box == (64, 64, 1) and map_b.box == (64, 64, 1)  # 64-wide atoms, whole tile
