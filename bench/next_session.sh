@@ -10,7 +10,7 @@
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
 #                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
-#   2 focus      the regression and new-feature GPU tests: test_regressions_gpu,
+#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu (never run yet), test_regressions_gpu,
 #                test_fp8_tf32_gpu, test_pingpong_gpu, test_cluster_gpu
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
 #                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
@@ -18,7 +18,7 @@
 #   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...
-#   7 experiment 64 < M < 128 and 1024^2 x 65536: auto against 128x64 tiles over the whole K
+#   7 experiment stream-K (streamk=1) vs auto on partial-last-wave shapes; 128x64 whole-K tiles at 64 < M < 128
 #
 # Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -61,7 +61,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
 PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
-FOCUS="tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
+FOCUS="tests/test_streamk_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""
 for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
 Q_OUT="$(printf '%q' "$OUTDIR")"
@@ -87,17 +87,20 @@ add warmup 25 "$PY -m rawcoop warmup --all --quiet"
 # The two pytest steps need ~265 s on a fast instance and did not finish in 277 s on a slower one
 # (stop 11: warm-up 13.9 s instead of 6 s), hence the caps; fuzz runs 2000 cases (~40 s) to make room.
 add focus 110 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 250 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add gpu-suite 240 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --quiet"
 add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 40 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
-# Next experiment: does the M = 128 rule (128x64 tiles over the whole K) now pay for 64 < M < 128 too,
-# with trimmed TMA boxes (it lost at M = 96 before them)?  And 1024^2 x 65536 with 128 narrow tiles.
-add experiment 25 "$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16,float16 \
---shapes 96x8192x8192,112x8192x8192,1024x1024x65536 --fp8-shapes 96x8192x8192,112x8192x8192 \
---variants auto,block_n=64:splits=1 --rounds 5 --iters 20 --json $Q_OUT/exp_narrow.json"
+# Experiments: stream-K (opt-in _streamk, never run on a GPU before: its tests run first in the focus
+# step) against the default decomposition on shapes with a partial last wave; and whether 128x64 tiles
+# over the whole K (the M = 128 rule) now pay for 64 < M < 128, with trimmed TMA boxes.
+add experiment 35 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 \
+--shapes 4096x4096x4096,8192x8192x8192,4096x14336x4096,2048x2048x8192 --variants auto,streamk=1 \
+--rounds 5 --iters 20 --json $Q_OUT/exp_streamk.json; \
+$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16 --shapes 96x8192x8192,112x8192x8192 \
+--fp8-shapes 96x8192x8192 --variants auto,block_n=64:splits=1 --rounds 5 --iters 20 --json $Q_OUT/exp_narrow.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -155,7 +158,7 @@ done
         [ -f "$f" ] || continue
         case "${NAMES[i]}" in
             experiment)
-                echo "--- experiment (auto vs block_n=64:splits=1):"
+                echo "--- experiment (auto vs streamk=1; auto vs block_n=64:splits=1):"
                 grep -E '^\| (bf16|fp16|e4m3) ' "$f" | head -n 16 ;;
             bench)
                 echo "--- bench report:"

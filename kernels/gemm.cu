@@ -104,7 +104,8 @@
 //
 // Persistence: grid = min(#SMs, #units); CTA b walks work units b, b+G, ...
 // (scheduler.cuh): a unit is a whole tile (data-parallel) or one K-split of a
-// tile of the partial last wave; tiles run over L·tiles_m·tiles_n in grouped
+// tile of the partial last wave, or (STREAM_K 1, opt-in) one piece of CTA b's
+// equal share of the partial last wave's k-blocks (see scheduler.cuh); tiles run over L·tiles_m·tiles_n in grouped
 // raster order.  The producer runs ahead into the next unit while the
 // consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) an
 // fp32 workspace slot and a flag; split s waits for flag == s, adds, stores
@@ -299,6 +300,8 @@ static_assert(!RC_BLOCK_SCALED || kHalves * kAccRegs <= 64,
               "block-scaled: accumulators + promotion temporaries must fit in 128 registers per thread "
               "(128x128 cooperative or 128x64; not 128x256, not 128x128 ping-pong)");
 static_assert(BS_SB_AHEAD >= 0 && BS_SB_AHEAD <= 4, "BS_SB_AHEAD: 0..4 k-blocks");
+static_assert(!STREAM_K || (RC_CLUSTER == 1 && !PINGPONG),
+              "stream-K kernels are cooperative and without clusters (gridDim.x CTAs share the ranges)");
 
 // ------------------------------------------------------------------ epilogue math
 RC_DEVICE float ex2_approx(float x) {
@@ -509,7 +512,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             const u32 stage_bytes = (trimmed_lines<A_KMAJOR>(M, BLOCK_M) + trimmed_lines<B_KMAJOR>(N, BLOCK_N)) *
                                     (BLOCK_K * kInBytes);
             for (int u = first_unit; u < units; u += unit_step) {
-                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks, tiles);
                 const TileCoord tc = w.tc;
                 const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
                 const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
@@ -550,7 +553,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             int j = 0;                               // position in this CTA's unit sequence
             for (int u = first_unit; u < units; u += unit_step, ++j) {
                 if (PINGPONG && (u32(j) & 1u) != c) continue;
-                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+                const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks, tiles);
+                if (STREAM_K && w.kb_count == 0) continue;   // stream-K: an empty unit
                 if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
                 const TileCoord tc = w.tc;
                 const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
@@ -607,7 +611,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         u32 turn_phase = 0;                          // ping-pong: hand-overs received
         int j = 0;                                   // position in this CTA's unit sequence
         for (int u = first_unit; u < units; u += unit_step, ++j) {
-            const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks);
+            const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks, tiles);
+            if (STREAM_K && w.kb_count == 0) continue;   // stream-K: an empty unit (no stages, no epilogue)
             if (PINGPONG && (u32(j) & 1u) != c) {
                 // The other consumer's unit: skip its stages of the ring.
                 const u32 pos = stage + u32(w.kb_count);

@@ -41,13 +41,82 @@ struct WorkUnit {
     int kb_count;   // number of k-blocks (>= 1)
 };
 
+// Stream-K (STREAM_K 1; no clusters, cooperative consumers): the k-blocks of
+// the tiles past tiles_dp form one sequence (tile after tile), cut into
+// gridDim.x contiguous ranges as equal as integers allow, one per CTA.  A
+// range's intersection with a tile is a piece; a tile's pieces belong to
+// consecutive CTAs and are numbered in K order (the split index of the serial
+// fix-up).  `splits` is then the most pieces any CTA has: unit tiles_dp +
+// q * gridDim.x + c is CTA c's q-th piece, walked from the last tile of its
+// range back to the first.  The head of a tile that continues in the next CTA
+// is thus the first piece its CTA runs, and the tail piece that waits for it
+// (flag == split) the last one the next CTA runs: a wait only ever targets
+// another CTA's first piece (or, for a CTA whose range lies inside one tile,
+// its only piece), so waits point to lower CTAs and cannot form a cycle.  A
+// CTA with fewer pieces gets empty units (kb_count 0), which every role skips.
+// Host mirror: rawcoop/scheduler.py Decomposition.sk_piece.
+#ifndef STREAM_K
+#define STREAM_K 0
+#endif
+
 static __device__ __forceinline__ int unit_count(int tiles, int tiles_dp, int splits) {
+#if STREAM_K
+    return tiles_dp + int(gridDim.x) * splits;
+#else
     return tiles_dp + (tiles - tiles_dp) * splits;
+#endif
 }
 
+#if STREAM_K
+// gridDim.x read anew at every call (asm volatile): the range arithmetic below
+// is then redone per unit instead of being hoisted out of the unit loop, where
+// its values would stay live across the mainloop (the 128x256 consumers have
+// no register to spare: hoisted, they spilled).
+static __device__ __forceinline__ int sk_grid_ctas() {
+    unsigned int n;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+    return int(n);
+}
+
+// The CTA whose range holds stream-K k-block x (ranges: `rem` of per + 1, then per).
+static __device__ __forceinline__ int sk_owner(int x, int per, int rem) {
+    const int big = rem * (per + 1);
+    return x < big ? x / (per + 1) : rem + (x - big) / per;
+}
+#endif
+
 static __device__ __forceinline__ WorkUnit work_unit(int u, int tiles_m, int tiles_n, int group, int tiles_dp,
-                                                     int splits, int k_blocks) {
+                                                     int splits, int k_blocks, int tiles) {
     WorkUnit w;
+#if STREAM_K
+    if (u >= tiles_dp) {
+        const int ctas = sk_grid_ctas(), v = u - tiles_dp;
+        const int q = v / ctas, c = v - q * ctas;
+        const int total = (tiles - tiles_dp) * k_blocks;
+        const int per = total / ctas, rem = total - per * ctas;
+        const int begin = c * per + (c < rem ? c : rem), end = begin + per + (c < rem ? 1 : 0);
+        w.kb_count = 0;                              // an empty unit unless CTA c has a q-th piece
+        w.tile = tiles_dp;
+        w.split = 0;
+        w.splits = 1;
+        w.kb_begin = 0;
+        if (begin < end && q <= (end - 1) / k_blocks - begin / k_blocks) {
+            const int t = (end - 1) / k_blocks - q;  // stream-K tile, last one of the range first
+            const int t0 = t * k_blocks;
+            const int lo = begin > t0 ? begin : t0, hi = end < t0 + k_blocks ? end : t0 + k_blocks;
+            const int first = sk_owner(t0, per, rem);
+            w.tile = tiles_dp + t;
+            w.split = sk_owner(lo, per, rem) - first;
+            w.splits = sk_owner(t0 + k_blocks - 1, per, rem) - first + 1;
+            w.kb_begin = lo - t0;
+            w.kb_count = hi - lo;
+        }
+        w.tc = tile_coord(w.tile, tiles_m, tiles_n, group);
+        return w;
+    }
+#else
+    (void)tiles;
+#endif
     if (u < tiles_dp) {
         w.tile = u;
         w.split = 0;

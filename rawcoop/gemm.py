@@ -63,7 +63,7 @@ from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check
 
 
 # The keyword options _build_plan takes as two tuples, in this order.
-FORCED_OPTIONS = ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong")
+FORCED_OPTIONS = ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong", "_streamk")
 LOWP_OPTIONS = ("scale_a", "scale_b", "a_format", "b_format", "precision", "scale_mode")
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
@@ -82,7 +82,7 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
          b_format: str | None = None, precision: str | None = None, scale_mode: str | None = None,
          _block_n: int | None = None,
          _group: int | None = None, _swap: bool | None = None, _splits: int | None = None,
-         _cluster: int | None = None, _pingpong: bool | None = None):
+         _cluster: int | None = None, _pingpong: bool | None = None, _streamk: bool | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -135,8 +135,11 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     B tile (128- or 256-wide tiles), ``_cluster=(1, 2)`` pairs on horizontally
     adjacent tiles that multicast the shared A tile (any tile width);
     ``_pingpong=True`` lets the two consumer warpgroups alternate tiles, 128x64
-    or 128x128 only).  Results are deterministic: split-K reduces partials in
-    a fixed order.
+    or 128x128 only; ``_streamk=True`` shares the k-blocks of the partial last
+    wave equally among all CTAs instead of splitting its tiles evenly
+    (stream-K; cooperative, no clusters, no ``_splits``; an experiment not
+    yet measured on a GPU).  Results are deterministic: split-K and stream-K
+    reduce partials in a fixed order.
     """
     import cupy as cp
 
@@ -156,10 +159,10 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
                    out_dtype=out_dtype, pdl=pdl, scale_a=scale_a, scale_b=scale_b, a_format=a_format,
                    b_format=b_format, precision=precision, scale_mode=scale_mode, _block_n=_block_n,
                    _group=_group, _swap=_swap,
-                   _splits=_splits, _cluster=_cluster, _pingpong=_pingpong)
+                   _splits=_splits, _cluster=_cluster, _pingpong=_pingpong, _streamk=_streamk)
         return user_out if user_out is not None else res
 
-    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong)
+    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk)
     # tf32/fp8 options (None for 16-bit calls: nothing more to key or check on the repeated-call path)
     lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
             and precision is None and scale_mode is None
@@ -199,7 +202,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     compute the kernel configuration, schedule and tensor maps.  ``lowp``:
     (scale_a, scale_b, a_format, b_format, precision[, scale_mode]), or None
     for none."""
-    _block_n, _group, _swap, _splits, _cluster, _pingpong = forced
+    _block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk = forced
     scale_a, scale_b, a_format, b_format, precision, scale_mode = (tuple(lowp or ()) + (None,) * 6)[:6]
     # ------------------------------------------------------------ validation
     check_array("a", a, cp, None)
@@ -346,7 +349,11 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     cluster_m, cluster_n = gemm_configs.cluster_dims(_cluster)      # 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={_cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    pingpong = (bool(_pingpong) if _pingpong is not None else not block and
+    stream_k = bool(_streamk)
+    if stream_k and (_splits is not None or (cluster_m, cluster_n) != (1, 1) or _pingpong):
+        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
+                         f"_splits (got _splits={_splits!r}, _cluster={_cluster!r}, _pingpong={_pingpong!r})")
+    pingpong = (bool(_pingpong) if _pingpong is not None else not block and not stream_k and
                 gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
@@ -355,7 +362,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
                          f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
     cfg = GemmConfig(block_n, A[5], A[1], B[1], OUT_TYPES[out_name], use_c,
                      c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster_m,
-                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n, scale_mode=int(block))
+                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n, scale_mode=int(block), stream_k=stream_k)
     kernel = get_kernel(cfg.spec)
     # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
     # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
@@ -365,7 +372,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         kernel.function(dev)
         slots = max(1, kernel.max_active_clusters(dev, gemm_configs.THREADS, cfg.smem_bytes, (cluster, 1, 1)))
     sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, slots, _group, batch,
-                               k=k, block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster)
+                               k=k, block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster, stream_k=stream_k)
     dec = sched.decomposition
 
     dt_out = _TMA_DTYPE[out_name]
@@ -408,8 +415,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     # The argument block, packed once; run() rewrites only C/D's maps and the workspace pointers.
     plan.params = KernelParams((plan.map_a, plan.map_b, plan.map_c or plan.map_a, plan.map_a) + plan.scalars +
                                (0, 0) + plan.extra, plan.types)
-    plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.splits > 1 else 0
-    plan.ws_flags = dec.flag_count() * cluster if dec.splits > 1 else 0
+    plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster if dec.split_tiles else 0
+    plan.ws_flags = dec.flag_count() * cluster if dec.split_tiles else 0
     plan.cfg = cfg
     plan.decomposition = dec
     plan.k, plan.signature, plan.swap_ok, plan.tuned = k, sig, swap_ok, tuned is not None

@@ -75,6 +75,7 @@ class GemmConfig:
     b_kind: int = -1                # B's input kind; -1: in_kind (only fp8 A and B may differ)
     cluster_n: int = 1              # 2: CTA pairs on horizontally adjacent tiles multicast A (not with cluster_m=2)
     scale_mode: int = 0             # fp8: 0 per-tensor scales, 1 block-scaled (1x128 A, 128x128 B)
+    stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; cooperative, no clusters)
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -102,6 +103,8 @@ class GemmConfig:
                 raise ValueError(f"block-scaled fp8 needs a 128x128 cooperative or 128x64 tile (accumulators + "
                                  f"promotion temporaries in 128 registers), got 128x{self.block_n}"
                                  f"{' ping-pong' if self.pingpong else ''}")
+        if self.stream_k and (self.pingpong or self.cluster_size > 1):
+            raise ValueError("stream-K configurations (stream_k=True) are cooperative and without clusters")
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
@@ -165,6 +168,8 @@ class GemmConfig:
             kinds["CLUSTER_N"] = self.cluster_n
         if self.scale_mode != 0:            # likewise
             kinds["SCALE_MODE"] = self.scale_mode
+        if self.stream_k:                   # likewise
+            kinds["STREAM_K"] = 1
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -316,6 +321,25 @@ def block_scaled_configs() -> list[GemmConfig]:
     ]
 
 
+def stream_k_configs() -> list[GemmConfig]:
+    """Stream-K kernels (``_streamk=True``, opt-in) for ``warmup --all`` and
+    the CPU compile tests: both 16-bit kinds on the tiles the heuristic picks
+    for large problems (128x256, 128x128 cooperative), all four layouts
+    between them, C/bias/activation and fp32 output, fp8 per-tensor and
+    block-scaled, tf32."""
+    return [
+        GemmConfig(256, True, stream_k=True),
+        GemmConfig(256, False, stream_k=True),
+        GemmConfig(128, True, stream_k=True),
+        GemmConfig(128, False, False, False, stream_k=True),
+        GemmConfig(256, True, False, True, stream_k=True),
+        GemmConfig(128, False, True, False, 2, True, False, False, 1, False, 2, stream_k=True),
+        GemmConfig(256, E4M3, stream_k=True),
+        GemmConfig(128, E4M3, scale_mode=1, stream_k=True),
+        GemmConfig(256, TF32, stream_k=True),
+    ]
+
+
 def cluster_dims(cluster) -> tuple[int, int]:
     """``rawcoop.gemm``'s ``_cluster`` option as (cluster_m, cluster_n):
     None or 1 → (1, 1); 2 → (2, 1) (CTA pairs along M multicast B, as it has
@@ -332,7 +356,8 @@ def cluster_dims(cluster) -> tuple[int, int]:
 
 
 def all_specs(everything: bool = False) -> list[KernelSpec]:
-    cfgs = all_configs() + (epilogue_configs() + lowp_configs() + block_scaled_configs() if everything else [])
+    cfgs = all_configs() + (epilogue_configs() + lowp_configs() + block_scaled_configs() + stream_k_configs()
+                            if everything else [])
     return [c.spec for c in cfgs]
 
 

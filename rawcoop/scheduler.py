@@ -59,29 +59,77 @@ CONSUMERS = 2                 # workspace slots per split tile
 
 @dataclass(frozen=True)
 class Decomposition:
+    """The work units of a launch.  Split-K (``sk_ctas`` 0): ``splits`` equal
+    K-ranges per tile past ``tiles_dp``.  Stream-K (``sk_ctas`` = the grid,
+    kernels built with STREAM_K=1, no clusters, cooperative): the k-blocks of
+    every tile past ``tiles_dp`` (one global sequence, tile after tile) are cut
+    into ``sk_ctas`` contiguous ranges as equal as integers allow, one per CTA;
+    a range's intersection with a tile is a *piece*, numbered in K order
+    within its tile (the split index of the serial fix-up).  ``splits`` is
+    then the most pieces any CTA has (the kernel's ``splits`` argument): unit
+    ``tiles_dp + q * sk_ctas + c`` is CTA c's q-th piece, walked from its last
+    tile back to its first, so that the piece another CTA waits for (the head
+    of a tile whose tail is in the next CTA) is done first; a CTA with fewer
+    pieces has empty units (k-block count 0)."""
     tiles: int
     k_blocks: int
     tiles_dp: int
     splits: int
+    sk_ctas: int = 0
 
     @property
     def units(self) -> int:
+        if self.sk_ctas:
+            return self.tiles_dp + self.sk_ctas * self.splits
         return self.tiles_dp + (self.tiles - self.tiles_dp) * self.splits
 
     @property
     def split_tiles(self) -> int:
+        """Tiles whose K range is cut (each needs workspace slots and flags)."""
+        if self.sk_ctas:
+            return self.tiles - self.tiles_dp
         return 0 if self.splits == 1 else self.tiles - self.tiles_dp
 
     def unit(self, u: int) -> tuple[int, int, int, int, int]:
         """Exactly kernels/scheduler.cuh's ``work_unit``:
-        (tile, split, splits, first k-block, k-block count)."""
+        (tile, split, splits, first k-block, k-block count); stream-K's empty
+        units have k-block count 0."""
         if u < self.tiles_dp:
             tile, split, splits = u, 0, 1
+        elif self.sk_ctas:
+            return self.sk_piece(u - self.tiles_dp)
         else:
             v = u - self.tiles_dp
             tile, split, splits = self.tiles_dp + v // self.splits, v % self.splits, self.splits
         base, rem = divmod(self.k_blocks, splits)
         return tile, split, splits, split * base + min(split, rem), base + (1 if split < rem else 0)
+
+    # ------------------------------------------------------------ stream-K (kernels/scheduler.cuh, same integers)
+    def sk_range(self, c: int) -> tuple[int, int]:
+        """CTA c's range [begin, end) of the global stream-K k-block sequence."""
+        total = (self.tiles - self.tiles_dp) * self.k_blocks
+        per, rem = divmod(total, self.sk_ctas)
+        begin = c * per + min(c, rem)
+        return begin, begin + per + (1 if c < rem else 0)
+
+    def sk_owner(self, x: int) -> int:
+        """The CTA whose range holds global stream-K k-block x."""
+        total = (self.tiles - self.tiles_dp) * self.k_blocks
+        per, rem = divmod(total, self.sk_ctas)
+        return x // (per + 1) if x < rem * (per + 1) else rem + (x - rem * (per + 1)) // per
+
+    def sk_piece(self, v: int) -> tuple[int, int, int, int, int]:
+        """Stream-K unit v = q * sk_ctas + c: CTA c's q-th piece (last tile first)."""
+        q, c = divmod(v, self.sk_ctas)
+        begin, end = self.sk_range(c)
+        kbs = self.k_blocks
+        if begin >= end or q > (end - 1) // kbs - begin // kbs:
+            return self.tiles_dp, 0, 1, 0, 0                    # empty unit
+        t = (end - 1) // kbs - q                               # stream-K tile index
+        lo, hi = max(begin, t * kbs), min(end, (t + 1) * kbs)
+        first = self.sk_owner(t * kbs)
+        split, splits = self.sk_owner(lo) - first, self.sk_owner((t + 1) * kbs - 1) - first + 1
+        return self.tiles_dp + t, split, splits, lo - t * kbs, hi - lo
 
     def workspace_floats(self, block_n: int) -> int:
         return self.split_tiles * CONSUMERS * 64 * block_n
@@ -90,11 +138,30 @@ class Decomposition:
         return self.split_tiles * CONSUMERS
 
 
+MIN_SK_KBLOCKS = 4            # stream-K: every CTA's range holds at least this many k-blocks
+
+
+def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decomposition:
+    """Data-parallel for the full waves, stream-K over the tiles of the partial
+    last wave (all tiles when there are fewer than SMs): each of the
+    ``sm_count`` CTAs gets an equal share of their k-blocks, so no SM idles
+    in the last wave.  Plain data-parallel when there is no partial wave or
+    the shares would be under MIN_SK_KBLOCKS k-blocks."""
+    full_waves, tail = divmod(tiles, sm_count)
+    if tail == 0 or tail * k_blocks < MIN_SK_KBLOCKS * sm_count:
+        return Decomposition(tiles, k_blocks, tiles, 1)
+    probe = Decomposition(tiles, k_blocks, full_waves * sm_count, 1, sm_count)
+    # pieces of a CTA: the tiles its range touches
+    pieces = max((e - 1) // k_blocks - b // k_blocks + 1 for b, e in map(probe.sk_range, range(sm_count)))
+    return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
+
+
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
-    k-blocks each.  ``splits`` forces split-K on every tile (tests, tuning)."""
+    k-blocks each.  ``splits`` forces split-K on every tile (tests, tuning).
+    Stream-K: :func:`decompose_stream_k`."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)
@@ -142,6 +209,8 @@ class Schedule:
         out = []
         for u in range(cta // size, dec.units, self.grid):
             tile, split, splits, kb0, kbn = dec.unit(u)
+            if kbn == 0:
+                continue                    # a stream-K CTA with fewer pieces than the most: skipped
             tc = cta_tile(tile_coord(tile, self.tiles_m, self.tiles_n, self.group), rank, self.cluster)
             out.append((u, *tc, split, splits, kb0, kbn))
         return out
@@ -158,7 +227,7 @@ class Schedule:
 
 def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None,
              batches: int = 1, k: int | None = None, block_k: int = 64, splits: int | None = None,
-             cluster: tuple[int, int] = (1, 1)) -> Schedule:
+             cluster: tuple[int, int] = (1, 1), stream_k: bool = False) -> Schedule:
     """Tiles, raster group, decomposition (when ``k`` is given) and the
     persistent grid: min(#SMs, #units).  With a ``cluster`` of (2, 1) or
     (1, 2) the tiles are pairs of kernel tiles and ``sm_count`` is the number
@@ -169,7 +238,14 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
         group = default_group(tiles_m, tiles_n)
     group = max(1, min(group, tiles_m))
     tiles = batches * tiles_m * tiles_n
-    dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits) if k is not None else None
+    if stream_k and (splits is not None or cluster != (1, 1)):
+        raise ValueError("stream-K takes neither forced splits nor clusters")
+    if k is None:
+        dec = None
+    elif stream_k:
+        dec = decompose_stream_k(tiles, max(1, cdiv(k, block_k)), sm_count)
+    else:
+        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits)
     units = dec.units if dec is not None else tiles
     return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
 

@@ -242,3 +242,44 @@ def test_trimmed_lines_rule():
     assert trimmed_lines(True, 128, 128, cfg) == 128 and trimmed_lines(True, 5000, 128, cfg) == 128
     assert trimmed_lines(False, 16, 128, cfg) == 128                    # MN-major: 64-wide boxes
     assert trimmed_lines(True, 16, 128, pair) == 128                    # multicast halves
+
+
+STREAM_K = _gc.stream_k_configs()
+
+
+@pytest.mark.parametrize("cfg", STREAM_K, ids=lambda c: c.spec.label)
+def test_stream_k_configs_compile(cfg):
+    """Stream-K kernels (STREAM_K=1, opt-in): compile without spills or
+    serialised wgmma, the expected instructions, and the same mainloop as the
+    data-parallel kernel (as many wgmma and TMA instructions)."""
+    from dataclasses import replace
+    r = compiler.compile_spec(cfg.spec, want_ptx=True)
+    assert r.cubin[:4] == b"\x7fELF"
+    for instr in registry.expected_instructions(cfg.spec):
+        assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
+    usage = compiler.resource_usage(r.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert "C7508" not in r.log and "C7517" not in r.log and "C7514" not in r.log, r.log
+    plain = compiler.compile_spec(replace(cfg, stream_k=False).spec, want_ptx=True).ptx
+    for instr in ("wgmma.mma_async", _TMA_LOAD, "cp.async.bulk.tensor.3d.global.shared::cta"):
+        assert r.ptx.count(instr) == plain.count(instr), instr
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(PINGPONG=1), "stream-K kernels are cooperative and without clusters"),
+    (dict(CLUSTER_M=2), "stream-K kernels are cooperative and without clusters"),
+])
+def test_stream_k_kernel_static_asserts(change, message):
+    spec = _gc.GemmConfig(128, True, stream_k=True).spec
+    bad = KernelSpec(spec.source, spec.name, tuple((k, change.get(k, v)) for k, v in spec.defines))
+    with pytest.raises(compiler.CompileError, match=re.escape(message)):
+        compiler.compile_spec(bad)
+
+
+def test_stream_k_config_rules():
+    with pytest.raises(ValueError, match="cooperative and without clusters"):
+        _gc.GemmConfig(128, True, stream_k=True, pingpong=True)
+    with pytest.raises(ValueError, match="cooperative and without clusters"):
+        _gc.GemmConfig(128, True, stream_k=True, cluster_n=2)
+    assert ("STREAM_K", 1) in _gc.GemmConfig(256, True, stream_k=True).spec.defines
+    assert all(k != "STREAM_K" for k, _ in _gc.GemmConfig(256, True).spec.defines)   # default specs unchanged

@@ -138,13 +138,15 @@ def test_block_fp8_mixed_formats(fa, fb):
 
 VARIANTS = [dict(_splits=3), dict(_splits=4, _block_n=64), dict(_block_n=64), dict(_block_n=64, _pingpong=True),
             dict(_block_n=64, _pingpong=True, _splits=2), dict(_cluster=2), dict(_cluster=(1, 2)),
-            dict(_cluster=(1, 2), _block_n=64, _splits=2), dict(_cluster=2, _splits=3), dict(_group=1)]
+            dict(_cluster=(1, 2), _block_n=64, _splits=2), dict(_cluster=2, _splits=3), dict(_group=1),
+            dict(_streamk=True), dict(_streamk=True, _block_n=64)]
 
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=str)
 def test_block_fp8_kernel_variants(kw):
     """Split-K (each split promotes its own k-blocks), 128x64 tiles, ping-pong,
-    both cluster shapes with ghost tiles (9 x 9 tiles of 128: odd)."""
+    both cluster shapes with ghost tiles (9 x 9 tiles of 128: odd), stream-K
+    (81 tiles on all SMs: every tile in pieces, each promoting its own k-blocks)."""
     import cupy as cp
     p = Problem(cp, 1100, 1100, 4096 + 80, seed=11)
     _check(cp, p.run(out_dtype=cp.float32, **kw), p.ref, p.ref_abs, "float32", f"block {kw}")

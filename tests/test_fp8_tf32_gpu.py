@@ -106,7 +106,8 @@ def test_tf32_vs_float64(m, n, k, out_name):
 @pytest.mark.parametrize("kw", [dict(_splits=3), dict(_cluster=2), dict(_pingpong=True, _block_n=128),
                                 dict(_block_n=256), dict(_block_n=64, out_dtype="bfloat16", _swap=True),
                                 dict(_cluster=(1, 2), _block_n=256),
-                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2)])
+                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
+                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128)])
 def test_tf32_kernel_variants(kw):
     import cupy as cp
     import rawcoop
@@ -188,7 +189,8 @@ def test_fp8_vs_float64_of_dequantised(fa, fb, m, n, k):
 @pytest.mark.parametrize("kw", [dict(_splits=4), dict(_cluster=2), dict(_pingpong=True, _block_n=128),
                                 dict(_block_n=256), dict(_block_n=64, _swap=True),
                                 dict(_cluster=(1, 2), _block_n=256),
-                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2)])
+                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
+                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128)])
 def test_fp8_kernel_variants(kw):
     import cupy as cp
     import rawcoop

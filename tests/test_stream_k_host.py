@@ -1,0 +1,162 @@
+"""Stream-K decomposition (opt-in ``_streamk=True``), host side: the pieces
+cover every (tile, k-block) once, shares are equal, the serial fix-up's wait
+order cannot deadlock, and the integer formulas the kernel shares with
+rawcoop/scheduler.py match a brute-force construction.  CPU only."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rawcoop import scheduler
+from rawcoop.scheduler import Decomposition, decompose_stream_k
+
+from test_lowp_host import build, stub_planning, tn   # noqa: F401  (stub CuPy planning)
+
+
+def _cases(n, seed):
+    rng = random.Random(seed)
+    for _ in range(n):
+        sms = rng.choice((132, 114, 8, 5, 3))
+        tiles = rng.randint(1, 5 * sms)
+        k_blocks = rng.choice((1, 2, 3, 7, 16, 64, 100, 1024))
+        yield tiles, k_blocks, sms
+
+
+def _pieces_by_brute_force(dec):
+    """(cta, tile) -> (first k-block, count) from the explicit global sequence."""
+    sk_tiles = dec.tiles - dec.tiles_dp
+    seq = [(dec.tiles_dp + t, kb) for t in range(sk_tiles) for kb in range(dec.k_blocks)]
+    per, rem = divmod(len(seq), dec.sk_ctas)
+    out, pos = {}, 0
+    for c in range(dec.sk_ctas):
+        n = per + (1 if c < rem else 0)
+        for tile, kb in seq[pos:pos + n]:
+            lo, cnt = out.get((c, tile), (kb, 0))
+            out[(c, tile)] = (lo, cnt + 1)
+        pos += n
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_stream_k_pieces_cover_once_and_match_brute_force(seed):
+    checked = 0
+    for tiles, k_blocks, sms in _cases(150, seed):
+        dec = decompose_stream_k(tiles, k_blocks, sms)
+        if not dec.sk_ctas:
+            full, tail = divmod(tiles, sms)
+            assert tail == 0 or tail * k_blocks < scheduler.MIN_SK_KBLOCKS * sms
+            assert dec.tiles_dp == tiles and dec.splits == 1
+            continue
+        checked += 1
+        assert dec.tiles_dp % sms == 0 and dec.tiles_dp == tiles // sms * sms
+        assert dec.units == dec.tiles_dp + sms * dec.splits
+        brute = _pieces_by_brute_force(dec)
+        got, covered = {}, set()
+        per_tile = {}
+        for u in range(dec.tiles_dp, dec.units):
+            tile, split, splits, kb0, kbn = dec.unit(u)
+            c = (u - dec.tiles_dp) % sms
+            if kbn == 0:
+                continue
+            got[(c, tile)] = (kb0, kbn)
+            for kb in range(kb0, kb0 + kbn):
+                assert (tile, kb) not in covered
+                covered.add((tile, kb))
+            per_tile.setdefault(tile, []).append((kb0, split, splits, c))
+        assert got == brute
+        assert len(covered) == (tiles - dec.tiles_dp) * k_blocks
+        for tile, ps in per_tile.items():
+            ps.sort()
+            assert [p[1] for p in ps] == list(range(len(ps)))          # split index = K order
+            assert {p[2] for p in ps} == {len(ps)}                     # every piece knows the count
+            owners = [p[3] for p in ps]
+            assert owners == list(range(owners[0], owners[0] + len(ps)))   # consecutive CTAs
+        # equal shares: every CTA gets per or per + 1 k-blocks
+        shares = [sum(n for (c, _), (_, n) in got.items() if c == cta) for cta in range(sms)]
+        assert max(shares) - min(shares) <= 1
+    assert checked > 40
+
+
+def _simulate(dec, sms):
+    """All CTAs run at once; a unit with split p > 0 finishes only after its
+    tile's split p - 1 has.  Returns True if every CTA gets through its
+    sequence (the kernel's serial fix-up cannot deadlock)."""
+    queues = []
+    for c in range(sms):
+        q = []
+        for u in range(c, dec.units, sms):
+            tile, split, splits, kb0, kbn = dec.unit(u)
+            if kbn:
+                q.append((tile, split))
+        queues.append(q)
+    done = set()
+    while any(queues):
+        progress = False
+        for q in queues:
+            if q and (q[0][1] == 0 or (q[0][0], q[0][1] - 1) in done):
+                done.add(q.pop(0))
+                progress = True
+        if not progress:
+            return False
+    return True
+
+
+def test_stream_k_wait_order_cannot_deadlock():
+    for tiles, k_blocks, sms in _cases(300, 7):
+        dec = decompose_stream_k(tiles, k_blocks, sms)
+        assert _simulate(dec, sms), (tiles, k_blocks, sms)
+
+
+def test_stream_k_pieces_are_walked_last_tile_first():
+    dec = decompose_stream_k(512, 64, 132)             # 4096^3 with 128x256 tiles: 116 tiles in the last wave
+    assert dec.tiles_dp == 396 and dec.sk_ctas == 132
+    for c in range(132):
+        tiles = [dec.unit(u)[0] for u in range(dec.tiles_dp + c, dec.units, 132) if dec.unit(u)[4]]
+        assert tiles == sorted(tiles, reverse=True)
+        b, e = dec.sk_range(c)
+        assert e - b in (7424 // 132, 7424 // 132 + 1)  # 116 * 64 k-blocks over 132 CTAs: 56 or 57 each
+
+
+def test_stream_k_falls_back_to_data_parallel():
+    assert decompose_stream_k(264, 64, 132) == Decomposition(264, 64, 264, 1)     # whole waves
+    assert decompose_stream_k(133, 1, 132) == Decomposition(133, 1, 133, 1)       # shares under 4 k-blocks
+    small = decompose_stream_k(64, 128, 132)                                      # fewer tiles than SMs
+    assert small.tiles_dp == 0 and small.sk_ctas == 132
+
+
+def test_stream_k_schedule_and_workspace():
+    sched = scheduler.schedule(4096, 4096, 128, 256, 132, k=4096, block_k=64, stream_k=True)
+    dec = sched.decomposition
+    assert sched.grid == 132 and dec.sk_ctas == 132
+    assert dec.split_tiles == 116 and dec.workspace_floats(256) == 116 * 2 * 64 * 256
+    seen = set()
+    for cta in range(132):
+        for (u, l, tm, tn, split, splits, kb0, kbn) in sched.cta_units(cta):
+            assert kbn > 0
+            for kb in range(kb0, kb0 + kbn):
+                assert (l, tm, tn, kb) not in seen
+                seen.add((l, tm, tn, kb))
+    assert len(seen) == 32 * 16 * 64
+    with pytest.raises(ValueError, match="stream-K takes neither"):
+        scheduler.schedule(4096, 4096, 128, 256, 66, k=4096, stream_k=True, cluster=(2, 1))
+    with pytest.raises(ValueError, match="stream-K takes neither"):
+        scheduler.schedule(4096, 4096, 128, 256, 132, k=4096, stream_k=True, splits=2)
+
+
+def test_stream_k_plan(monkeypatch):
+    """gemm's planning with _streamk=True: the STREAM_K kernel, its splits
+    argument = the most pieces per CTA, a workspace for the stream-K tiles;
+    the combinations it excludes raise before anything is launched."""
+    stub_planning(monkeypatch)
+    a, b = tn(4096, 4096, 4096, "bfloat16")
+    plan = build(a, b, _streamk=True)
+    assert ("STREAM_K", 1) in plan.cfg.spec.defines and plan.cfg.block_n == 256 and not plan.cfg.pingpong
+    dec = plan.decomposition
+    assert dec.sk_ctas == 132 and plan.scalars[-2:] == (dec.tiles_dp, dec.splits)
+    assert plan.ws_floats == dec.workspace_floats(256) and plan.ws_flags == dec.flag_count() > 0
+    plain = build(a, b)
+    assert all(k != "STREAM_K" for k, _ in plain.cfg.spec.defines) and plain.decomposition.sk_ctas == 0
+    for kw in (dict(_splits=2), dict(_cluster=2), dict(_cluster=(1, 2)), dict(_pingpong=True)):
+        with pytest.raises(ValueError, match="_streamk=True"):
+            build(a, b, _block_n=128, _streamk=True, **kw)
