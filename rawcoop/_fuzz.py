@@ -176,6 +176,10 @@ _PRIMES = (2, 3, 5, 7, 11, 13, 17, 31, 61, 67, 97, 101, 127, 131, 193, 197, 251,
 _HUGE_K = (65536, 65537, 65599, 70000, 81920, 98305)
 
 
+STREAMK_SHARE = 0.12
+"""Share of cases that force stream-K (``_streamk=True``) where it is allowed."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One fuzz case; every field is a choice of :func:`draw`.  The fields
@@ -220,6 +224,7 @@ class Problem:
     a_exp: int = 0              # fp8 data range: standard normal x 2^a_exp (x K^-1/4 per-tensor)
     b_exp: int = 0
     sb_colmajor: bool = False   # block-scaled: scale_b stored column-major
+    streamk: bool = False       # forced _streamk (stream-K; only without forced splits/clusters/ping-pong)
 
     @property
     def batched(self) -> bool:
@@ -261,7 +266,7 @@ class Problem:
     def gemm_kwargs(self) -> dict:
         """The forced private options exactly as passed to ``rawcoop.gemm``."""
         return dict(_splits=self.splits, _block_n=self.block_n, _swap=self.swap, _cluster=self.cluster,
-                    _group=self.group, _pingpong=self.pingpong)
+                    _group=self.group, _pingpong=self.pingpong, _streamk=True if self.streamk else None)
 
 
 @dataclass(frozen=True)
@@ -505,12 +510,17 @@ def draw(seed: int, index: int) -> Problem:
         k, extra = _lowp_draw(r, rec, k)
         if rec.scale_mode is not None:
             a_pad, b_pad = 2 * a_pad, 2 * b_pad          # fp8: 16 and 112 bytes (pitches stay 16-byte multiples)
+    # Stream-K from a generator of its own, so that every other choice of every case stays as it was
+    # drawn before stream-K existed (reproducers in notes keep working); only where it is allowed.
+    streamk = (random.Random(f"rawcoop-fuzz-streamk:{seed}:{index}").random() < STREAMK_SHARE
+               and splits is None and rec.cluster is None and not rec.pingpong)
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
                    splits=splits, block_n=rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
-                   pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, **extra)
+                   pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, streamk=streamk,
+                   **extra)
 
 
 def _lowp_draw(r: _Rng, rec: _Recipe, k: int) -> tuple[int, dict]:
@@ -579,6 +589,8 @@ def describe(p: Problem) -> str:
                     ("group", p.group), ("pingpong", p.pingpong)):
         if v is not None:
             s += f" {name}={v}"
+    if p.streamk:
+        s += " streamk"
     if p.pdl:
         s += " pdl"
     return s + f" [{p.shape_class}, recipe {p.recipe}]"
@@ -806,7 +818,9 @@ def predicted_config(p: Problem, sm_count: int = 132):
     cluster_m, cluster_n = gc.cluster_dims(p.cluster)
     if cluster_m == 2 and block_n < 128:
         raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
-    pingpong = (bool(p.pingpong) if p.pingpong is not None else not block and
+    if p.streamk and (p.splits is not None or (cluster_m, cluster_n) != (1, 1) or p.pingpong):
+        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters")
+    pingpong = (bool(p.pingpong) if p.pingpong is not None else not block and not p.streamk and
                 gc.choose_pingpong(block_n, gc.tile_count(km, kn, block_n, p.batch), sm_count))
     if pingpong and block_n > 128:
         raise ValueError("_pingpong needs a tile of at most 128 columns")
@@ -815,7 +829,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
     return gc.GemmConfig(block_n, kind_a, ak, bk, gc.OUT_TYPES[p.out_dtype], use_c,
                          (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap,
                          gc.ACTIVATIONS[p.activation], cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong,
-                         b_kind=kind_b, scale_mode=int(block))
+                         b_kind=kind_b, scale_mode=int(block), stream_k=p.streamk)
 
 
 # ---------------------------------------------------------------- GPU side
