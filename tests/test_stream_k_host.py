@@ -160,3 +160,40 @@ def test_stream_k_plan(monkeypatch):
     for kw in (dict(_splits=2), dict(_cluster=2), dict(_cluster=(1, 2)), dict(_pingpong=True)):
         with pytest.raises(ValueError, match="_streamk=True"):
             build(a, b, _block_n=128, _streamk=True, **kw)
+
+
+def _device_work_unit(u, dec, ctas):
+    """A line-by-line transliteration of kernels/scheduler.cuh's stream-K
+    branch (unsigned 32-bit arithmetic, the first/last shortcuts), to check
+    that the kernel's formulas and the host mirror agree."""
+    m32 = 0xFFFFFFFF
+    v, kbs = (u - dec.tiles_dp) & m32, dec.k_blocks
+    q = v // ctas
+    c = (v - q * ctas) & m32
+    total = ((dec.tiles - dec.tiles_dp) * kbs) & m32
+    per = total // ctas
+    rem = (total - per * ctas) & m32
+    begin = c * per + (c if c < rem else rem)
+    end = begin + per + (1 if c < rem else 0)
+
+    def owner(x):
+        big = rem * (per + 1)
+        return x // (per + 1) if x < big else rem + (x - big) // per
+
+    if begin < end and q <= (end - 1) // kbs - begin // kbs:
+        t = (end - 1) // kbs - q
+        t0 = t * kbs
+        lo, hi = max(begin, t0), min(end, t0 + kbs)
+        first = c if lo == t0 else owner(t0)
+        last = c if hi == t0 + kbs else owner(t0 + kbs - 1)
+        return dec.tiles_dp + t, c - first, last - first + 1, lo - t0, hi - lo
+    return dec.tiles_dp, 0, 1, 0, 0
+
+
+def test_stream_k_device_formulas_match_the_host_mirror():
+    for tiles, k_blocks, sms in _cases(200, 3):
+        dec = decompose_stream_k(tiles, k_blocks, sms)
+        if not dec.sk_ctas:
+            continue
+        for u in range(dec.tiles_dp, dec.units):
+            assert _device_work_unit(u, dec, sms) == dec.unit(u), (tiles, k_blocks, sms, u)
