@@ -5,6 +5,9 @@ Times (on one GPU, tiny problems, median over many calls):
   * Kernel.launch with prebuilt arguments (cuLaunchKernelEx + our config cache)
   * rawcoop.replicate end to end (validation, descriptors, launch)
   * cupy.matmul 256^3 fp16 (the yardstick: cuBLAS's host path)
+  * rawcoop.gemm 256^3 fp16, and fp8 e4m3 with device scale arrays and with
+    Python-float scales, against torch._scaled_mm on the same bytes when
+    torch imports (the fp8 rows of the bench are near host-bound at ~25 us)
 
     PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json]
 """
@@ -77,6 +80,28 @@ def main() -> None:
     bt = cp.ascontiguousarray(b.T)
     res["rawcoop.gemm 256^3 fp16 (out=)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T, out=c))
     res["rawcoop.gemm 256^3 fp16 (new out)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T))
+    # fp8 e4m3 (uint8 storage + a_format/b_format), bf16 out, 256^3
+    import ml_dtypes
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    rng = np.random.default_rng(3)
+    a8 = cp.asarray(rng.standard_normal((256, 256)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    b8t = cp.asarray(rng.standard_normal((256, 256)).astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    sa, sb = cp.asarray([0.5], cp.float32), cp.asarray([2.0], cp.float32)
+    d8 = cp.empty((256, 256), dtype=bf16)
+    res["rawcoop.gemm 256^3 e4m3 device scales (out=)"] = per_call_us(
+        lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3", scale_a=sa, scale_b=sb, out=d8))
+    res["rawcoop.gemm 256^3 e4m3 float scales (out=)"] = per_call_us(
+        lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3", scale_a=0.5, scale_b=2.0, out=d8))
+    from rawcoop.bench import import_torch
+    torch, why = import_torch()
+    if torch is None:
+        print(f"torch._scaled_mm row skipped: {why}")
+    else:
+        ta = torch.as_tensor(a8, device="cuda").view(torch.float8_e4m3fn)
+        tb = torch.as_tensor(b8t, device="cuda").view(torch.float8_e4m3fn).t()
+        tsa, tsb = torch.as_tensor(sa, device="cuda").reshape(()), torch.as_tensor(sb, device="cuda").reshape(())
+        res["torch._scaled_mm 256^3 e4m3 (new out)"] = per_call_us(
+            lambda: torch._scaled_mm(ta, tb, scale_a=tsa, scale_b=tsb, out_dtype=torch.bfloat16))
     cp.cuda.Device().synchronize()
     print(f"GPU: {device.info(0).name}")
     for name, us in res.items():

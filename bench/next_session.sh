@@ -17,7 +17,8 @@
 #                suite, without running those files twice)
 #   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --quiet
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
-#   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...
+#   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
+#                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
 #   7 experiment stream-K (streamk=1) vs auto on partial-last-wave shapes; 128x64 whole-K tiles at 64 < M < 128
 #
 # Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
@@ -87,12 +88,12 @@ add warmup 25 "$PY -m rawcoop warmup --all --quiet"
 # The two pytest steps need ~265 s on a fast instance and did not finish in 277 s on a slower one
 # (stop 11: warm-up 13.9 s instead of 6 s), hence the caps; fuzz runs 2000 cases (~40 s) to make room.
 add focus 110 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 240 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add gpu-suite 235 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --quiet"
-add sanitize 30 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+add sanitize 25 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 40 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
---json $Q_OUT/bench.json --plot $Q_OUT/bench.png"
+add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+--json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
 # Experiments: stream-K (opt-in _streamk, never run on a GPU before: its tests run first in the focus
 # step) against the default decomposition on shapes with a partial last wave; and whether 128x64 tiles
 # over the whole K (the M = 128 rule) now pay for 64 < M < 128, with trimmed TMA boxes.
