@@ -8,10 +8,12 @@ group; batches one after another).
 Work units (:class:`Decomposition`): the first ``tiles_dp`` tiles are
 data-parallel (one unit = the whole K range of a tile); every later tile is
 split ``splits`` ways along K (split-K on the partial last wave, or on all
-tiles when there are fewer tiles than SMs).  CTA ``b`` of ``grid`` handles
-units ``b, b + grid, ...``.  Split units need an fp32 workspace slot per
-(tile, consumer warpgroup) and one flag each; only the flags are zeroed, on
-the launch stream.
+tiles when there are fewer tiles than SMs), or, with stream-K (opt-in,
+:func:`decompose_stream_k`), the later tiles' k-blocks are shared equally by
+all CTAs in contiguous ranges (pieces of tiles).  CTA ``b`` of ``grid``
+handles units ``b, b + grid, ...``.  Split units and pieces need an fp32
+workspace slot per (tile, consumer warpgroup) and one flag each; only the
+flags are zeroed, on the launch stream.
 
 Clusters (``cluster`` = (cluster_m, cluster_n), (2, 1) or (1, 2)): a tile of
 the schedule is then a pair of kernel tiles, vertically (2x1) or horizontally
