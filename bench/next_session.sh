@@ -160,7 +160,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment (auto vs streamk=1; auto vs block_n=64:splits=1):"
-                grep -E '^\| (bf16|fp16|e4m3) ' "$f" | head -n 16 ;;
+                grep -E '^\| (bf16|fp16|e4m3) ' "$f" | head -n 30 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then
