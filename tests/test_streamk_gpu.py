@@ -47,7 +47,7 @@ def test_stream_k_vs_float64(m, n, k, block_n, dt_name):
     assert dec.sk_ctas, f"expected stream-K pieces for {m}x{n}x{k}: {dec}"
     dt = gpu_helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 3)
-    d = cp.full((m, n), float("nan"), dtype=dt)
+    d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)      # poisoned: unwritten tiles show
     rawcoop.gemm(a, b, out=d, _streamk=True, _block_n=block_n)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
