@@ -483,7 +483,7 @@ class _Plan:
                 params.set(_ARG_D, map_d)
                 params.set(_ARG_WS, ws_ptr)
                 params.set(_ARG_FLAGS, flags_ptr)
-                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream, params, self.types,
+                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream, params,
                                    cluster=self.cluster, pdl=self.pdl)
             if out is None:
                 res = d if d.ndim == len(self.out_shape) else d[0]

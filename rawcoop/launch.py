@@ -170,10 +170,14 @@ class Kernel:
             cache[key] = cfg
         return cfg
 
-    def launch(self, dev: int, grid, block: int, smem: int, stream: int, args, types,
+    def launch(self, dev: int, grid, block: int, smem: int, stream: int, args, types=None,
                cluster=(1, 1, 1), pdl: bool = False) -> None:
         """Launch on device ``dev`` (whose primary context must be current:
-        use :func:`rawcoop.device.on_device`) on the raw stream handle ``stream``."""
+        use :func:`rawcoop.device.on_device`) on the raw stream handle ``stream``.
+        ``args``: a :class:`KernelParams` (packed once, its own types) or a
+        sequence of values with their ``types``."""
+        if types is None and not isinstance(args, KernelParams):
+            raise TypeError("Kernel.launch: plain argument values need their types")
         grid = tuple(grid) + (1,) * (3 - len(grid))
         cluster = tuple(cluster) + (1,) * (3 - len(cluster))
         cfg = self._config(dev, grid, block, smem, cluster, pdl)

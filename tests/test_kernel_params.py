@@ -97,3 +97,13 @@ def test_the_lock_serialises_set_and_read():
     for t in ts:
         t.join()
     assert all(seen) and len(seen) == 600
+
+
+def test_launch_needs_types_for_plain_values_only():
+    """Kernel.launch takes a KernelParams alone (it carries its types); plain
+    values without their types are refused before any driver call."""
+    from rawcoop.launch import Kernel
+    from rawcoop.tile_copy import spec
+    k = Kernel(spec(2, 2))
+    with pytest.raises(TypeError, match="plain argument values need their types"):
+        k.launch(0, (1, 1, 1), 64, 0, 0, (1, 2))
