@@ -105,8 +105,8 @@
 // Persistence: grid = min(#SMs, #units); CTA b walks work units b, b+G, ...
 // (scheduler.cuh): a unit is a whole tile (data-parallel) or one K-split of a
 // tile of the partial last wave, or (STREAM_K 1, opt-in) one piece of CTA b's
-// equal share of the partial last wave's k-blocks (see scheduler.cuh); tiles run over L·tiles_m·tiles_n in grouped
-// raster order.  The producer runs ahead into the next unit while the
+// equal share of the partial last wave's k-blocks (see scheduler.cuh); tiles
+// run over L·tiles_m·tiles_n in grouped raster order.  The producer runs ahead into the next unit while the
 // consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) an
 // fp32 workspace slot and a flag; split s waits for flag == s, adds, stores
 // or (last split) runs the epilogue - a fixed reduction order, so results are

@@ -464,7 +464,7 @@ def tuning_candidates(plan) -> list[dict]:
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
-        if narrow > 64 and (plan.n if swap else plan.m) <= BLOCK_M:
+        if narrow > 64 and plan.m <= BLOCK_M:     # (never swapped: swap-AB means M <= 64)
             tiles += ((64, False),)         # one tile row: 128x64 over the whole K (choose_block_n's M = 128 rule)
         if block_scaled:                    # 128x128 cooperative, 128x64 cooperative or ping-pong only
             tiles = ((64, False), (64, True)) if narrow <= 64 else ((128, False), (64, False), (64, True))

@@ -107,26 +107,34 @@ class Decomposition:
         return tile, split, splits, split * base + min(split, rem), base + (1 if split < rem else 0)
 
     # ------------------------------------------------------------ stream-K (kernels/scheduler.cuh, same integers)
+    @property
+    def sk_shares(self) -> tuple[int, int]:
+        """(per, rem): every CTA's range holds per k-blocks, the first rem one more."""
+        return divmod((self.tiles - self.tiles_dp) * self.k_blocks, self.sk_ctas)
+
     def sk_range(self, c: int) -> tuple[int, int]:
         """CTA c's range [begin, end) of the global stream-K k-block sequence."""
-        total = (self.tiles - self.tiles_dp) * self.k_blocks
-        per, rem = divmod(total, self.sk_ctas)
+        per, rem = self.sk_shares
         begin = c * per + min(c, rem)
         return begin, begin + per + (1 if c < rem else 0)
 
+    def sk_pieces(self, c: int) -> int:
+        """How many pieces CTA c has: the tiles its range touches (0 if empty)."""
+        begin, end = self.sk_range(c)
+        return 0 if begin >= end else (end - 1) // self.k_blocks - begin // self.k_blocks + 1
+
     def sk_owner(self, x: int) -> int:
         """The CTA whose range holds global stream-K k-block x."""
-        total = (self.tiles - self.tiles_dp) * self.k_blocks
-        per, rem = divmod(total, self.sk_ctas)
+        per, rem = self.sk_shares
         return x // (per + 1) if x < rem * (per + 1) else rem + (x - rem * (per + 1)) // per
 
     def sk_piece(self, v: int) -> tuple[int, int, int, int, int]:
         """Stream-K unit v = q * sk_ctas + c: CTA c's q-th piece (last tile first)."""
         q, c = divmod(v, self.sk_ctas)
+        if q >= self.sk_pieces(c):
+            return self.tiles_dp, 0, 1, 0, 0                    # empty unit
         begin, end = self.sk_range(c)
         kbs = self.k_blocks
-        if begin >= end or q > (end - 1) // kbs - begin // kbs:
-            return self.tiles_dp, 0, 1, 0, 0                    # empty unit
         t = (end - 1) // kbs - q                               # stream-K tile index
         lo, hi = max(begin, t * kbs), min(end, (t + 1) * kbs)
         first = self.sk_owner(t * kbs)
@@ -153,8 +161,7 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
     if tail == 0 or tail * k_blocks < MIN_SK_KBLOCKS * sm_count:
         return Decomposition(tiles, k_blocks, tiles, 1)
     probe = Decomposition(tiles, k_blocks, full_waves * sm_count, 1, sm_count)
-    # pieces of a CTA: the tiles its range touches
-    pieces = max((e - 1) // k_blocks - b // k_blocks + 1 for b, e in map(probe.sk_range, range(sm_count)))
+    pieces = max(map(probe.sk_pieces, range(sm_count)))
     return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
 
 
