@@ -193,8 +193,9 @@ def max_stages(block_n: int, has_c: bool, scale_mode: int = 0) -> int:
 def all_configs() -> list[GemmConfig]:
     """The configurations warm-up compiles by default: every layout and input
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
-    ping-pong and cooperative, 128x256, 128x64 for M = 128) and the swap-AB
-    small-M tile (128x64, D column-major)."""
+    ping-pong and cooperative, 128x256, both cooperative ones with stream-K
+    too (choose_stream_k), 128x64 for 64 < M <= 128) and the swap-AB small-M
+    tile (128x64, D column-major)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -202,6 +203,8 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk, pingpong=True))
                 out.append(GemmConfig(128, bf, ak, bk))
                 out.append(GemmConfig(256, bf, ak, bk))
+                out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
+                out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
     return out
@@ -259,7 +262,7 @@ def cluster_n_configs() -> list[GemmConfig]:
 def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
-    picks (128x128 ping-pong and cooperative, 128x256, 128x64 for M = 128)
+    picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128)
     with the default output (fp32 for tf32, bf16 for fp8), and the swap-AB
     small-M tile (128x64, D column-major: 16-bit output, so bf16)."""
     out = []
@@ -361,11 +364,11 @@ def cluster_dims(cluster) -> tuple[int, int]:
 def all_specs(everything: bool = False) -> list[KernelSpec]:
     cfgs = all_configs() + (epilogue_configs() + lowp_configs() + block_scaled_configs() + stream_k_configs()
                             if everything else [])
-    return [c.spec for c in cfgs]
+    return list(dict.fromkeys(c.spec for c in cfgs))     # (stream_k_configs repeats some defaults)
 
 
 ONE_ROW_NARROW_FILL = 0.9
-"""M = 128 (one tile row): 128x64 tiles over the whole K when they fill at least this share of the SMs."""
+"""64 < M <= 128 (one tile row): 128x64 tiles over the whole K when they fill at least this share of the SMs."""
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
@@ -380,24 +383,26 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
     0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99.
 
-    ``one_row_narrow`` (not for block-scaled fp8): with M = 128 exactly (one
-    full tile row, a memory-bound problem: B is streamed once) and too few
+    ``one_row_narrow`` (not for block-scaled fp8): with 64 < M <= 128 (one
+    tile row, a memory-bound problem: B is streamed once) and too few
     128x128 tiles for the SMs, 128x64 tiles over the whole K when they fill
     >= 90% of the SMs, instead of 128x128 + split-K: no fix-up, 8 stages.
     H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16 0.914 vs 0.890 of
     cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of cuBLASLt (cuBLAS
-    itself runs a 128x64 tile there).  Not for M = 96 (0.70 vs 0.84, measured
-    before trimmed TMA boxes, see trimmed_lines: the zero-filled rows of A's
-    box cost more with the narrow tile; not measured since) nor for
-    compute-bound shapes (m64n64 wgmmas read 128 B of shared memory per clock,
-    the SM's whole bandwidth)."""
+    itself runs a 128x64 tile there).  Ragged M in (64, 128) since trimmed TMA
+    boxes (trimmed_lines: A's box has round8(M) lines, no zero-filled rows):
+    bf16 96x8192x8192 0.951 vs 0.930, 112x8192x8192 0.982 vs 0.955, fp8
+    96x8192x8192 1.000 vs 0.871 (NOTES, "Session of 2026-11-30 (stop 12)";
+    before trimming, M = 96 ran 0.70 vs 0.84).  M <= 64 goes swap-AB.  Not
+    for compute-bound shapes (m64n64 wgmmas read 128 B of shared memory per
+    clock, the SM's whole bandwidth)."""
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
     if tiles_256 >= sm_count:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         return 128 if short_k_many_waves else 256
-    if one_row_narrow and m == BLOCK_M and tile_count(m, n, 128, batches) < sm_count:
+    if one_row_narrow and 64 < m <= BLOCK_M and tile_count(m, n, 128, batches) < sm_count:
         if ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count:
             return 64
     return 128
@@ -410,6 +415,39 @@ def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132)
     would idle (128x8192x8192: ping-pong 0.855 vs cooperative 0.87-0.88 of
     cuBLAS).  128x64 (swap-AB) stays cooperative: not measured yet."""
     return block_n == 128 and (tiles is None or tiles >= 2 * sm_count)
+
+
+STREAM_K_TAIL = (0.5, 0.8)
+"""Stream-K by default when the partial last wave fills more than the first
+and at most the second share of the SMs (and at least one full wave runs)."""
+
+
+def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind: int, swap: bool = False,
+                    block: bool = False, splits=None, cluster=(1, 1), pingpong=None) -> bool:
+    """Stream-K or not: the forced ``_streamk`` when given; otherwise
+    stream-K for 16-bit inputs, cooperative tiles (not where ping-pong is
+    forced or :func:`choose_pingpong` picks it), no forced split-K or
+    cluster, no swap-AB, not block-scaled, when at least one full wave runs
+    and the partial last wave holds more than half (below that, split-K of
+    the last wave fills the SMs, see scheduler.decompose) and at most 80%
+    of the SMs.
+
+    H200, stream-K time / default time per round, same run (bench/NOTES.md,
+    "Session of 2026-11-30 (stop 12)"), bf16 (last wave's share of the SMs):
+    8192^3 1.012 faster (0.52), 8192x8192x28672 1.038 (0.52),
+    6144x8192x8192 1.018 (0.64), 6144^3 1.016 (0.73), 4096x8192x8192 1.016
+    (0.76); fp16 8192^3 1.015, 6144x8192x8192 1.021.  Slower: 4096^3 0.984
+    (0.88), 2048x2048x8192 0.962 (no full wave, 0.97), and wherever split-K
+    or few tiles with long K run (1024x1024x65536 0.68, 256x16384x4096 0.91,
+    M <= 128 0.88-0.94: CTAs at different K offsets of one tile row no longer
+    share A and B through L2).  fp8 and tf32 are not measured: off."""
+    if streamk is not None:
+        return bool(streamk)
+    if (in_kind not in (FP16, BF16) or swap or block or splits is not None or tuple(cluster) != (1, 1)
+            or pingpong or choose_pingpong(block_n, tiles, sm_count)):
+        return False
+    full_waves, tail = divmod(tiles, sm_count)
+    return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
 
 
 def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
@@ -458,14 +496,14 @@ def tuning_candidates(plan) -> list[dict]:
     Block-scaled fp8: 128x128 cooperative and 128x64 cooperative/ping-pong
     tiles, never swap-AB."""
     from .scheduler import cdiv
-    out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)]
+    out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None)]
     k_blocks = cdiv(plan.k, getattr(getattr(plan, "cfg", None), "block_k", BLOCK_K))
     block_scaled = getattr(getattr(plan, "cfg", None), "block_scaled", False)
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
         if narrow > 64 and plan.m <= BLOCK_M:     # (never swapped: swap-AB means M <= 64)
-            tiles += ((64, False),)         # one tile row: 128x64 over the whole K (choose_block_n's M = 128 rule)
+            tiles += ((64, False),)         # one tile row: 128x64 over the whole K (choose_block_n's one-row rule)
         if block_scaled:                    # 128x128 cooperative, 128x64 cooperative or ping-pong only
             tiles = ((64, False), (64, True)) if narrow <= 64 else ((128, False), (64, False), (64, True))
         for bn, pp in tiles:
@@ -473,7 +511,9 @@ def tuning_candidates(plan) -> list[dict]:
                 for splits in (None, 1, 2, 4):
                     if splits is not None and splits > k_blocks:
                         continue
-                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp))
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp, streamk=None))
+                if not pp:                  # stream-K: cooperative tiles, no forced splits
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=None, pingpong=False, streamk=True))
     return out
 
 
@@ -496,8 +536,10 @@ def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_k
         return GemmConfig(bn, b_kind, b_kmajor, a_kmajor, out_type=DEFAULT_OUT[in_kind], d_colmajor=True,
                           pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count), b_kind=in_kind)
     bn = choose_block_n(m, n, batches, sm_count, k)
-    return GemmConfig(bn, in_kind, a_kmajor, b_kmajor, pingpong=choose_pingpong(bn, tile_count(m, n, bn, batches), sm_count),
-                      b_kind=b_kind)
+    tiles = tile_count(m, n, bn, batches)
+    stream_k = choose_stream_k(None, block_n=bn, tiles=tiles, sm_count=sm_count, in_kind=in_kind)
+    return GemmConfig(bn, in_kind, a_kmajor, b_kmajor, pingpong=not stream_k and choose_pingpong(bn, tiles, sm_count),
+                      b_kind=b_kind, stream_k=stream_k)
 
 
 def tile_count(m: int, n: int, block_n: int, batches: int = 1) -> int:

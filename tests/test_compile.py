@@ -216,7 +216,10 @@ def test_tile_choice_rule():
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K)
     assert choose_block_n(128, 8192, 1, 132, 8192) == 64           # M = 128: 128 narrow tiles, no split
     assert choose_block_n(128, 8192, 1, 132, 8192, one_row_narrow=False) == 128
-    assert choose_block_n(96, 8192, 1, 132, 8192) == 128           # ragged M: not the narrow rule
+    assert choose_block_n(96, 8192, 1, 132, 8192) == 64            # ragged one tile row: narrow too
+    assert choose_block_n(65, 8192, 1, 132, 8192) == 64
+    assert choose_block_n(64, 8192, 1, 132, 8192) == 128           # M <= 64: the swap-AB path's business
+    assert choose_block_n(129, 8192, 1, 132, 8192) == 128          # two tile rows: not the narrow rule
     assert choose_block_n(128, 16384, 1, 132, 8192) == 128          # 128x128 tiles fill the SMs
     assert choose_block_n(128, 4096, 1, 132, 8192) == 128           # 64 narrow tiles: too few
     assert choose_block_n(2048, 2048, 1, 132, 512) == 128

@@ -1,0 +1,83 @@
+"""GPU: the one-tile-row rule (gemm_configs.choose_block_n): 64 < M <= 128
+and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the whole K
+(no split-K), with A's TMA box trimmed to round8(M) lines when A is K-major.
+Checks that the heuristic picks that configuration here and that it is
+correct against float64 for every 16-bit layout, ragged M/N/K, an epilogue
+with C, and fp8 e4m3; outputs are poisoned first."""
+import numpy as np
+import pytest
+
+import gpu_helpers
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 7e-4, "bfloat16": 5e-3}
+
+
+def _operands(cp, m, n, k, dt, layout, seed):
+    a = (gpu_helpers.rand(cp, (m, k), dt, seed) if layout[0] == "T"
+         else gpu_helpers.rand(cp, (k, m), dt, seed).swapaxes(0, 1))
+    b = (gpu_helpers.rand(cp, (k, n), dt, seed + 1) if layout[1] == "T"
+         else gpu_helpers.rand(cp, (n, k), dt, seed + 1).swapaxes(0, 1))
+    return a, b
+
+
+def _expect_narrow(m, n):
+    from rawcoop import device, gemm_configs
+    sms = device.info(0).sm_count
+    return (gemm_configs.tile_count(m, n, 128, 1) < sms
+            and gemm_configs.ONE_ROW_NARROW_FILL * sms <= gemm_configs.tile_count(m, n, 64, 1) <= sms)
+
+
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("m,n,k,layout", [
+    (96, 8192, 4096, "TN"), (65, 8200, 1000, "TN"), (120, 7600, 777, "TN"), (128, 8192, 2048, "TN"),
+    (104, 8192, 1000, "NN"), (96, 8000, 1000, "NT"), (112, 8192, 520, "TT"),
+])
+def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, layout, 3)
+    plan = _plan_for(a, b)
+    if _expect_narrow(m, n):        # (depends on this GPU's SM count)
+        assert plan.cfg.block_n == 64 and plan.decomposition.splits == 1, (plan.cfg.spec.label, plan.decomposition)
+    d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
+    rawcoop.gemm(a, b, out=d)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+def test_one_row_narrow_tiles_with_c_fp32_out():
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = _operands(cp, 100, 8192, 1500, dt, "TN", 5)
+    c = gpu_helpers.rand(cp, (100, 8192), cp.float32, 9)
+    d = cp.full((100, 8192), float("nan"), dtype=cp.float32)
+    rawcoop.gemm(a, b, c=c, alpha=0.5, beta=-1.5, out=d, out_dtype=cp.float32)
+    ref = 0.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 1.5 * c
+    gpu_helpers.assert_rel_err(cp, d, ref, 2e-5)
+
+
+@pytest.mark.parametrize("m", [96, 100, 128])
+def test_one_row_narrow_tiles_fp8(m):
+    import cupy as cp
+    import ml_dtypes
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    n, k = 8192, 2048
+    rng = np.random.default_rng(m)
+    a8 = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
+    b8 = rng.standard_normal((n, k)).astype(ml_dtypes.float8_e4m3fn)
+    a = cp.asarray(a8.view(np.uint8))
+    bt = cp.asarray(b8.view(np.uint8))
+    kw = dict(a_format="e4m3", b_format="e4m3", scale_a=0.5, scale_b=3.0)
+    plan = _plan_for(a, bt.T, **kw)
+    if _expect_narrow(m, n):
+        assert plan.cfg.block_n == 64 and plan.decomposition.splits == 1, (plan.cfg.spec.label, plan.decomposition)
+    bf = np.dtype(ml_dtypes.bfloat16)
+    d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(bf)
+    rawcoop.gemm(a, bt.T, out=d, **kw)
+    ref = 1.5 * (cp.asarray(a8.astype(np.float64)) @ cp.asarray(b8.astype(np.float64)).T)
+    gpu_helpers.assert_rel_err(cp, d, ref, 5e-3)
