@@ -320,7 +320,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
             tuned = None                    # (a hand-edited table) not a block-scaled configuration: ignored
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
-            _pingpong = tuned.get("pingpong")
+            _pingpong, _streamk = tuned.get("pingpong"), tuned.get("streamk")
     if block and _swap:
         raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
@@ -349,10 +349,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     cluster_m, cluster_n = gemm_configs.cluster_dims(_cluster)      # 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={_cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    stream_k = bool(_streamk)
-    if stream_k and (_splits is not None or (cluster_m, cluster_n) != (1, 1) or _pingpong):
+    if _streamk and (_splits is not None or (cluster_m, cluster_n) != (1, 1) or _pingpong):
         raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
                          f"_splits (got _splits={_splits!r}, _cluster={_cluster!r}, _pingpong={_pingpong!r})")
+    stream_k = gemm_configs.choose_stream_k(
+        _streamk, block_n=block_n, tiles=gemm_configs.tile_count(km, kn, block_n, batch), sm_count=info.sm_count,
+        in_kind=A[5], swap=swap, block=block, splits=_splits, cluster=(cluster_m, cluster_n), pingpong=_pingpong)
     pingpong = (bool(_pingpong) if _pingpong is not None else not block and not stream_k and
                 gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
     if pingpong and block_n > 128:

@@ -18,6 +18,10 @@ import warnings
 from . import config
 
 _FILE = "tuned-v1.json"
+CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk")
+"""A stored winner: rawcoop.gemm's forced options without the underscore
+(None: the heuristic's choice; entries written before stream-K have no
+"streamk" and read as None)."""
 _lock = threading.Lock()
 _table: dict | None = None
 
@@ -51,10 +55,11 @@ def _valid(choice) -> bool:
     user-writable data, never trusted blindly)."""
     if not isinstance(choice, dict):
         return False
-    bn, group, swap, splits, pp = (choice.get(k) for k in ("block_n", "group", "swap", "splits", "pingpong"))
+    bn, group, swap, splits, pp, sk = (choice.get(k) for k in CHOICE_KEYS)
     return (bn in (None, 64, 128, 256) and (group is None or (type(group) is int and 1 <= group <= 64))
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
-            and pp in (None, True, False) and not (pp and bn == 256))
+            and pp in (None, True, False) and not (pp and bn == 256)
+            and sk in (None, True, False) and not (sk and (pp or splits is not None)))
 
 
 def lookup(sig: str) -> dict | None:
@@ -120,8 +125,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     out = cp.empty(plan.out_shape, dtype=plan.out_dtype)
     results = []
     for cand in tuning_candidates(plan):
-        forced = dict(_block_n=cand["block_n"], _group=cand["group"], _swap=cand["swap"], _splits=cand["splits"],
-                      _pingpong=cand["pingpong"])
+        forced = {"_" + key: cand.get(key) for key in CHOICE_KEYS}
         try:
             d = _gemm.gemm(a, b, out=out, **forced, **kw)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
@@ -150,9 +154,8 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
             _load()[sig] = previous
         raise RuntimeError(f"no candidate configuration ran for {sig}: {results}")
     best = min(ok, key=lambda r: r["us"])
-    default = next((r for r in ok if r["block_n"] is None and r["group"] is None and r["splits"] is None
-                    and r["swap"] is None and r["pingpong"] is None), None)
-    choice = {k: best[k] for k in ("block_n", "group", "swap", "splits", "pingpong")}
+    default = next((r for r in ok if all(r.get(key) is None for key in CHOICE_KEYS)), None)
+    choice = {k: best.get(k) for k in CHOICE_KEYS}
     choice["us"] = round(best["us"], 2)
     _load()[sig] = choice
     if persist:

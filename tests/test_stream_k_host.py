@@ -162,6 +162,53 @@ def test_stream_k_plan(monkeypatch):
             build(a, b, _block_n=128, _streamk=True, **kw)
 
 
+@pytest.mark.parametrize("m,n,k,dt,want", [
+    (8192, 8192, 8192, "bfloat16", True),       # 2048 128x256 tiles: 15 waves + 68 (0.52 of the SMs)
+    (8192, 8192, 28672, "float16", True),
+    (6144, 8192, 8192, "bfloat16", True),       # 11 waves + 84 (0.64)
+    (4096, 8192, 8192, "float16", True),        # 7 waves + 100 (0.76)
+    (4096, 4096, 4096, "bfloat16", False),      # 3 waves + 116 (0.88): too full
+    (2048, 2048, 8192, "bfloat16", False),      # no full wave
+    (1024, 1024, 65536, "bfloat16", False),     # split-K's territory (64 tiles)
+    (8192, 28672, 8192, "bfloat16", False),     # 54 waves + 40 (0.30): split-K of the last wave
+    (4096, 14336, 4096, "bfloat16", False),     # ping-pong 128x128
+    (128, 8192, 8192, "bfloat16", False),       # one tile row: 128x64
+])
+def test_stream_k_default_rule(monkeypatch, m, n, k, dt, want):
+    """Stream-K is chosen by default exactly where the H200 measured it
+    faster (gemm_configs.choose_stream_k); the plan then has the STREAM_K
+    kernel, its workspace and no ping-pong."""
+    stub_planning(monkeypatch)
+    a, b = tn(m, n, k, dt)
+    plan = build(a, b)
+    assert plan.cfg.stream_k is want, (plan.cfg.spec.label, plan.decomposition)
+    if want:
+        assert not plan.cfg.pingpong and plan.decomposition.sk_ctas == 132 and plan.ws_flags > 0
+    off = build(a, b, _streamk=False)
+    assert not off.cfg.stream_k and off.decomposition.sk_ctas == 0
+
+
+def test_stream_k_default_rule_exclusions(monkeypatch):
+    """Never by default for fp8/tf32 (not measured), block-scaled, swap-AB,
+    forced split-K, clusters or ping-pong."""
+    from rawcoop import gemm_configs as gc
+    base = dict(block_n=256, tiles=2048, sm_count=132, in_kind=gc.BF16)
+    assert gc.choose_stream_k(None, **base)
+    for kw in (dict(in_kind=gc.E4M3), dict(in_kind=gc.TF32), dict(swap=True), dict(block=True), dict(splits=1),
+               dict(cluster=(2, 1)), dict(pingpong=True), dict(block_n=128, tiles=4096 + 66)):
+        assert not gc.choose_stream_k(None, **dict(base, **kw)), kw
+    assert gc.choose_stream_k(True, **dict(base, tiles=5)) and not gc.choose_stream_k(False, **base)
+    assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 66))      # exactly half: split-K's
+    assert gc.choose_stream_k(None, **dict(base, tiles=132 + 67))
+    assert gc.choose_stream_k(None, **dict(base, tiles=132 + 105))         # 105 <= 0.8 * 132
+    assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 106))
+    stub_planning(monkeypatch)
+    a, b = tn(8192, 8192, 8192, "bfloat16")
+    assert not build(a, b, _splits=1).cfg.stream_k and not build(a, b, _cluster=2).cfg.stream_k
+    a8, b8 = tn(8192, 8192, 8192, "uint8")
+    assert not build(a8, b8, a_format="e4m3", b_format="e4m3").cfg.stream_k
+
+
 def _device_work_unit(u, dec, ctas):
     """A line-by-line transliteration of kernels/scheduler.cuh's stream-K
     branch (unsigned 32-bit arithmetic, the first/last shortcuts), to check

@@ -46,6 +46,10 @@ def test_persist_merge_and_reload(table_dir):
                                  {"block_n": 128, "group": "8", "swap": None, "splits": None},
                                  {"block_n": 128, "group": 8, "swap": "yes", "splits": None},
                                  {"block_n": 128, "group": 8, "swap": None, "splits": 0},
+                                 {"block_n": 128, "group": 8, "swap": None, "splits": None, "streamk": "yes"},
+                                 {"block_n": 128, "group": 8, "swap": None, "splits": 2, "streamk": True},
+                                 {"block_n": 128, "group": 8, "swap": None, "splits": None, "pingpong": True,
+                                  "streamk": True},
                                  ["not", "a", "dict"]])
 def test_invalid_entries_are_ignored(table_dir, bad):
     table_dir.mkdir(parents=True)
@@ -62,7 +66,7 @@ def test_garbled_table_is_empty(table_dir):
 def test_candidates_cover_tiles_groups_splits_and_swap():
     plan = SimpleNamespace(m=16, n=8192, k=8192, swap_ok=True)
     cands = gemm_configs.tuning_candidates(plan)
-    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None)
+    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None)
     assert {c["pingpong"] for c in cands[1:] if c["block_n"] == 128} == {True, False}
     assert not any(c["pingpong"] for c in cands[1:] if c["block_n"] != 128)
     assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
@@ -70,6 +74,10 @@ def test_candidates_cover_tiles_groups_splits_and_swap():
     assert {c["splits"] for c in cands[1:]} == {None, 1, 2, 4}
     assert {c["group"] for c in cands[1:]} == {4, 8, 16}
     assert len(cands) == len({tuple(sorted(c.items())) for c in cands})
+    sk = [c for c in cands[1:] if c["streamk"]]             # stream-K: cooperative tiles, no forced splits
+    assert {(c["block_n"], c["swap"]) for c in sk} == {(64, True), (64, False), (128, False), (256, False)}
+    assert all(c["splits"] is None and c["pingpong"] is False for c in sk)
+    assert all(tuning._valid(c) for c in cands)
     few_k = gemm_configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=64, swap_ok=False))
     assert all(c["splits"] in (None, 1) for c in few_k) and all(c["swap"] in (None, False) for c in few_k)
     assert {c["block_n"] for c in few_k[1:]} == {128, 256}                       # many tile rows: no 128x64
