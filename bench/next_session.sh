@@ -10,16 +10,17 @@
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
 #                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
-#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu (never run yet), test_regressions_gpu,
+#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu, test_one_row_gpu, test_tune_gpu, test_regressions_gpu,
 #                test_fp8_tf32_gpu, test_pingpong_gpu, test_cluster_gpu
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
 #                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
 #                suite, without running those files twice)
-#   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --quiet
+#   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
+#                shows the last case run if the step hits its cap)
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment stream-K (streamk=1) vs auto on partial-last-wave shapes; 128x64 whole-K tiles at 64 < M < 128
+#   7 experiment fp8 stream-K (streamk=1) vs auto on partial-last-wave shapes; M <= 64 as one tile row (no swap-AB)
 #
 # Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -62,7 +63,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
 PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
-FOCUS="tests/test_streamk_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
+FOCUS="tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""
 for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
 Q_OUT="$(printf '%q' "$OUTDIR")"
@@ -89,19 +90,17 @@ add warmup 25 "$PY -m rawcoop warmup --all --quiet"
 # (stop 11: warm-up 13.9 s instead of 6 s), hence the caps; fuzz runs 2000 cases (~40 s) to make room.
 add focus 110 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
 add gpu-suite 235 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --quiet"
+add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
 add sanitize 25 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
-# Experiments: stream-K (opt-in _streamk, never run on a GPU before: its tests run first in the focus
-# step) against the default decomposition on shapes with a partial last wave; and whether 128x64 tiles
-# over the whole K (the M = 128 rule) now pay for 64 < M < 128, with trimmed TMA boxes.
-add experiment 35 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 \
---shapes 4096x4096x4096,8192x8192x8192,4096x14336x4096,2048x2048x8192 --variants auto,streamk=1 \
---rounds 5 --iters 20 --json $Q_OUT/exp_streamk.json; \
-$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16 --shapes 96x8192x8192,112x8192x8192 \
---fp8-shapes 96x8192x8192 --variants auto,block_n=64:splits=1 --rounds 5 --iters 20 --json $Q_OUT/exp_narrow.json"
+# Experiments: stream-K (on by default for 16-bit since stop 12) for fp8 e4m3 on partial-last-wave shapes;
+# M <= 64 without swap-AB as one tile row of 128x64 whole-K tiles (trimmed A box), against swap-AB.
+add experiment 35 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 8192x8192x8192,6144x8192x8192,4096x8192x8192 \
+--variants auto,streamk=1 --rounds 5 --iters 20 --json $Q_OUT/exp_fp8_streamk.json; \
+$PY -m rawcoop bench --suite main,fp8 --dtype bfloat16 --shapes 64x8192x8192,32x8192x8192 \
+--fp8-shapes 64x8192x8192 --variants auto,swap=0:block_n=64:splits=1 --rounds 5 --iters 20 --json $Q_OUT/exp_small_m.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1

@@ -795,15 +795,16 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     assert not out.exists(), "--dry-run must not create anything"
     expected = [
         "python -m rawcoop warmup --all --quiet",
-        "python -m pytest tests/test_streamk_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
+        "python -m pytest tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py "
+        "tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
         "tests/test_fp8_block_gpu.py "
         "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
         "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_streamk_gpu.py",
-        "python bench/fuzz.py --count 2000 --seed 7 --quiet",
+        f"python bench/fuzz.py --count 2000 --seed 7 --log {out}/fuzz_cases.jsonl",
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
-        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 4096x4096x4096,8192x8192x8192,",
+        "python -m rawcoop bench --suite fp8 --fp8-shapes 8192x8192x8192,6144x8192x8192,4096x8192x8192",
     ]
     pos = [text.find(e) for e in expected]
     assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
