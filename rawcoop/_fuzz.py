@@ -806,7 +806,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
         bias_kind = gc.BIAS_TYPES[p.bias_dtype]
     if block and p.swap:
         raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel")
-    swap = (p.swap if p.swap is not None else p.m <= 64 < p.n) and p.out_dtype != "float32" and not block
+    swap = gc.choose_swap(p.swap, p.m, p.n, p.batch, sm_count, out_fp32=p.out_dtype == "float32", block=block)
     km, kn = (p.n, p.m) if swap else (p.m, p.n)
     ak, bk = (b_kmajor, a_kmajor) if swap else (a_kmajor, b_kmajor)
     kind_a, kind_b = (kb, ka) if swap else (ka, kb)

@@ -326,7 +326,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
                          "runs un-swapped")
     swap_ok = m <= 64 < n and out_name != "float32" and not block   # no column-major fp32 epilogue is built
-    swap = (_swap if _swap is not None else m <= 64 < n) and out_name != "float32" and not block
+    swap = gemm_configs.choose_swap(_swap, m, n, batch, info.sm_count, out_fp32=out_name == "float32", block=block)
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
     # a is column-major; each keeps its own kind, so mixed fp8 kinds swap too.)

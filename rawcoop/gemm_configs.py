@@ -368,7 +368,31 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
 
 
 ONE_ROW_NARROW_FILL = 0.9
-"""64 < M <= 128 (one tile row): 128x64 tiles over the whole K when they fill at least this share of the SMs."""
+"""One tile row (M <= 128): 128x64 tiles over the whole K when they fill at least this share of the SMs."""
+
+
+def one_row_narrow_fits(m: int, n: int, batches: int, sm_count: int) -> bool:
+    """One tile row (M <= 128) whose 128x128 tiles would leave SMs idle and
+    whose 128x64 tiles fill 90-100% of them: the case for 128x64 tiles over
+    the whole K (:func:`choose_block_n`), un-swapped (:func:`choose_swap`)."""
+    return (m <= BLOCK_M and tile_count(m, n, 128, batches) < sm_count
+            and ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count)
+
+
+def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: bool, block: bool) -> bool:
+    """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for fp32
+    output (no column-major fp32 epilogue is built) or block-scaled fp8;
+    else the forced ``_swap``; else for M <= 64 < N, unless one row of
+    128x64 whole-K tiles fits (:func:`one_row_narrow_fits`), which ran
+    faster than swap-AB (128x64 tiles on N and split-K) on the H200
+    (NOTES, "Session of 2026-11-30 (stop 12)"): bf16 64x8192x8192 0.999 vs
+    0.979 of cuBLAS, 32x8192x8192 0.952 vs 0.918; fp8 e4m3 64x8192x8192
+    0.969 vs 0.912 of cuBLASLt."""
+    if out_fp32 or block:
+        return False
+    if swap is not None:
+        return bool(swap)
+    return m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
@@ -383,28 +407,28 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
     0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99.
 
-    ``one_row_narrow`` (not for block-scaled fp8): with 64 < M <= 128 (one
-    tile row, a memory-bound problem: B is streamed once) and too few
-    128x128 tiles for the SMs, 128x64 tiles over the whole K when they fill
-    >= 90% of the SMs, instead of 128x128 + split-K: no fix-up, 8 stages.
-    H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16 0.914 vs 0.890 of
-    cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of cuBLASLt (cuBLAS
-    itself runs a 128x64 tile there).  Ragged M in (64, 128) since trimmed TMA
-    boxes (trimmed_lines: A's box has round8(M) lines, no zero-filled rows):
-    bf16 96x8192x8192 0.951 vs 0.930, 112x8192x8192 0.982 vs 0.955, fp8
-    96x8192x8192 1.000 vs 0.871 (NOTES, "Session of 2026-11-30 (stop 12)";
-    before trimming, M = 96 ran 0.70 vs 0.84).  M <= 64 goes swap-AB.  Not
-    for compute-bound shapes (m64n64 wgmmas read 128 B of shared memory per
-    clock, the SM's whole bandwidth)."""
+    ``one_row_narrow`` (not for block-scaled fp8): one tile row (M <= 128,
+    a memory-bound problem: B is streamed once) with too few 128x128 tiles
+    for the SMs gets 128x64 tiles over the whole K when they fill >= 90% of
+    the SMs (:func:`one_row_narrow_fits`), instead of 128x128 + split-K: no
+    fix-up, 8 stages.  H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16
+    0.914 vs 0.890 of cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of
+    cuBLASLt (cuBLAS itself runs a 128x64 tile there).  Ragged M since
+    trimmed TMA boxes (trimmed_lines: A's box has round8(M) lines, no
+    zero-filled rows): bf16 96x8192x8192 0.951 vs 0.930, 112x8192x8192 0.982
+    vs 0.955, fp8 96x8192x8192 1.000 vs 0.871 (NOTES, "Session of 2026-11-30
+    (stop 12)"; before trimming, M = 96 ran 0.70 vs 0.84); M <= 64 too, then
+    un-swapped (:func:`choose_swap`).  Not for compute-bound shapes (m64n64
+    wgmmas read 128 B of shared memory per clock, the SM's whole
+    bandwidth)."""
     if n <= 64:
         return 64
     tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
     if tiles_256 >= sm_count:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         return 128 if short_k_many_waves else 256
-    if one_row_narrow and 64 < m <= BLOCK_M and tile_count(m, n, 128, batches) < sm_count:
-        if ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count:
-            return 64
+    if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
+        return 64
     return 128
 
 
@@ -526,12 +550,12 @@ column-major (K, N)."""
 def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_kmajor: bool,
                        sm_count: int = 132, batches: int = 1, b_kind: int = -1) -> GemmConfig:
     """The configuration rawcoop.gemm picks for a plain-epilogue problem with
-    the default output type (no tuning table): swap-AB for M <= 64 < N
-    unless the output is fp32 (tf32's default), then the tile rule.
+    the default output type (no tuning table): swap-AB as :func:`choose_swap`
+    says, then the tile rule.
     ``in_kind``/``b_kind``: a's and b's input kinds (True/False: bf16/fp16)."""
     in_kind = int(in_kind)
     b_kind = in_kind if b_kind == -1 else int(b_kind)
-    if m <= 64 < n and DEFAULT_OUT[in_kind] != 2:
+    if choose_swap(None, m, n, batches, sm_count, out_fp32=DEFAULT_OUT[in_kind] == 2, block=False):
         bn = choose_block_n(n, m, batches, sm_count, k)
         return GemmConfig(bn, b_kind, b_kmajor, a_kmajor, out_type=DEFAULT_OUT[in_kind], d_colmajor=True,
                           pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count), b_kind=in_kind)

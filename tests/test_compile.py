@@ -218,7 +218,9 @@ def test_tile_choice_rule():
     assert choose_block_n(128, 8192, 1, 132, 8192, one_row_narrow=False) == 128
     assert choose_block_n(96, 8192, 1, 132, 8192) == 64            # ragged one tile row: narrow too
     assert choose_block_n(65, 8192, 1, 132, 8192) == 64
-    assert choose_block_n(64, 8192, 1, 132, 8192) == 128           # M <= 64: the swap-AB path's business
+    assert choose_block_n(64, 8192, 1, 132, 8192) == 64            # M <= 64: one row too (un-swapped)
+    assert choose_block_n(1, 8192, 1, 132, 8192) == 64
+    assert choose_block_n(64, 4096, 1, 132, 8192) == 128           # 64 narrow tiles: too few (swap-AB then)
     assert choose_block_n(129, 8192, 1, 132, 8192) == 128          # two tile rows: not the narrow rule
     assert choose_block_n(128, 16384, 1, 132, 8192) == 128          # 128x128 tiles fill the SMs
     assert choose_block_n(128, 4096, 1, 132, 8192) == 128           # 64 narrow tiles: too few
@@ -230,6 +232,26 @@ def test_tile_choice_rule():
     assert not config_for_problem(128, 8192, 8192, True, True, True).pingpong
     assert not config_for_problem(8192, 8192, 8192, True, True, True).pingpong
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
+
+
+def test_swap_choice_rule():
+    from rawcoop.gemm_configs import BF16, E4M3, TF32, choose_swap, config_for_problem
+    kw = dict(out_fp32=False, block=False)
+    assert not choose_swap(None, 64, 8192, 1, 132, **kw)           # one row of 128x64 whole-K tiles fits
+    assert not choose_swap(None, 1, 8192, 1, 132, **kw)
+    assert choose_swap(None, 64, 4096, 1, 132, **kw)               # 64 narrow tiles: swap-AB
+    assert choose_swap(None, 16, 16384, 1, 132, **kw)              # 256 narrow tiles: too many for one wave
+    assert not choose_swap(None, 65, 4096, 1, 132, **kw)           # M > 64: never by default
+    assert not choose_swap(None, 16, 64, 1, 132, **kw)             # N <= 64
+    assert choose_swap(True, 64, 8192, 1, 132, **kw) and not choose_swap(False, 16, 4096, 1, 132, **kw)
+    assert not choose_swap(True, 16, 4096, 1, 132, out_fp32=True, block=False)
+    assert not choose_swap(True, 16, 4096, 1, 132, out_fp32=False, block=True)
+    for kind in (BF16, E4M3):
+        small = config_for_problem(16, 8192, 8192, kind, True, True)
+        assert not small.d_colmajor and small.block_n == 64 and small.spec == config_for_problem(
+            64, 8192, 4096, kind, True, True).spec                  # the same 128x64 one-row kernel
+        assert config_for_problem(16, 4096, 8192, kind, True, True).d_colmajor      # swap-AB: D column-major
+    assert not config_for_problem(16, 4096, 8192, TF32, True, True).d_colmajor   # fp32 out: never swapped
 
 
 def test_trimmed_lines_rule():

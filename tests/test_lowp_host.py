@@ -370,8 +370,10 @@ def test_expected_instructions_per_kind():
 def test_config_for_problem_lowp():
     big = gc.config_for_problem(8192, 8192, 8192, gc.E4M3, True, True)
     assert (big.block_n, big.in_kind, big.out_type) == (256, 3, 1)
-    small = gc.config_for_problem(16, 8192, 8192, gc.E4M3, True, True, b_kind=gc.E5M2)
+    small = gc.config_for_problem(16, 4096, 8192, gc.E4M3, True, True, b_kind=gc.E5M2)      # swap-AB
     assert small.d_colmajor and (small.in_kind, small.b_kind) == (gc.E5M2, gc.E4M3)
+    one_row = gc.config_for_problem(16, 8192, 8192, gc.E4M3, True, True, b_kind=gc.E5M2)   # one row, un-swapped
+    assert not one_row.d_colmajor and one_row.block_n == 64 and (one_row.in_kind, one_row.b_kind) == (gc.E4M3, gc.E5M2)
     tf = gc.config_for_problem(16, 8192, 8192, gc.TF32, True, True)
     assert not tf.d_colmajor and tf.out_type == 2
 
@@ -398,7 +400,7 @@ def test_warmup_selection_lowp():
         swapped = dict(s.defines)["D_COLMAJOR"]
         assert gc.spec_kinds(s) == ((4, 3) if swapped else (3, 4))
     assert not [s for s in _select(all=True, dtypes="e5m2", layouts="NN") if s.name == "gemm_kernel"]
-    shaped = _select(dtypes="tf32,e4m3xe5m2", layouts="TN,NN", shapes="8192x8192x8192,16x8192x8192")
+    shaped = _select(dtypes="tf32,e4m3xe5m2", layouts="TN,NN", shapes="8192x8192x8192,16x4096x8192")
     d = [dict(s.defines) for s in shaped]
     assert len(d) == 4
     assert [(x["IN_KIND"], x.get("IN_KIND_B", x["IN_KIND"]), x["D_COLMAJOR"]) for x in d] == [

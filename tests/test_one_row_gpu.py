@@ -1,6 +1,7 @@
-"""GPU: the one-tile-row rule (gemm_configs.choose_block_n): 64 < M <= 128
-and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the whole K
-(no split-K), with A's TMA box trimmed to round8(M) lines when A is K-major.
+"""GPU: the one-tile-row rule (gemm_configs.choose_block_n/choose_swap): M
+<= 128 and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the
+whole K (no split-K, no swap-AB for M <= 64), with A's TMA box trimmed to
+round8(M) lines when A is K-major.
 Checks that the heuristic picks that configuration here and that it is
 correct against float64 for every 16-bit layout, ragged M/N/K, an epilogue
 with C, and fp8 e4m3; outputs are poisoned first."""
@@ -33,6 +34,8 @@ def _expect_narrow(m, n):
 @pytest.mark.parametrize("m,n,k,layout", [
     (96, 8192, 4096, "TN"), (65, 8200, 1000, "TN"), (120, 7600, 776, "TN"), (128, 8192, 2048, "TN"),
     (104, 8192, 1000, "NN"), (96, 8000, 1000, "NT"), (112, 8192, 520, "TT"),
+    (64, 8192, 4096, "TN"), (16, 8192, 2048, "TN"), (1, 8192, 1000, "TN"), (40, 8000, 776, "NN"),
+    (8, 8192, 520, "NT"), (33, 7600, 1000, "TT"),
 ])
 def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     import cupy as cp
@@ -43,6 +46,7 @@ def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     plan = _plan_for(a, b)
     if _expect_narrow(m, n):        # (depends on this GPU's SM count)
         assert plan.cfg.block_n == 64 and plan.decomposition.splits == 1, (plan.cfg.spec.label, plan.decomposition)
+        assert not plan.colmajor_d, "one tile row must not be swapped"
     d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
     rawcoop.gemm(a, b, out=d)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
@@ -60,7 +64,7 @@ def test_one_row_narrow_tiles_with_c_fp32_out():
     gpu_helpers.assert_rel_err(cp, d, ref, 2e-5)
 
 
-@pytest.mark.parametrize("m", [96, 100, 128])
+@pytest.mark.parametrize("m", [1, 16, 64, 96, 100, 128])
 def test_one_row_narrow_tiles_fp8(m):
     import cupy as cp
     import ml_dtypes
@@ -76,6 +80,7 @@ def test_one_row_narrow_tiles_fp8(m):
     plan = _plan_for(a, bt.T, **kw)
     if _expect_narrow(m, n):
         assert plan.cfg.block_n == 64 and plan.decomposition.splits == 1, (plan.cfg.spec.label, plan.decomposition)
+        assert not plan.colmajor_d
     bf = np.dtype(ml_dtypes.bfloat16)
     d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(bf)
     rawcoop.gemm(a, bt.T, out=d, **kw)
