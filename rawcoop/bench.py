@@ -25,7 +25,8 @@ Suites:
   layouts   8192^3 bf16 in TN/NN/NT/TT (cuBLAS gets the same strided views)
   batched   L=16 x 2048^3 fp16, vs cupy.matmul 3-D, 16 2-D calls, torch.bmm
   epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
-  small_m   M in {1, 16, 64}, N = K = 8192: swap-AB (default) and forced no-swap
+  small_m   M in {1, 16, 64}, N = K = 8192: forced swap-AB and forced no-swap (the default here:
+            one row of 128x64 whole-K tiles, gemm_configs.choose_swap)
   pdl       a chain of 8 dependent GEMMs with and without programmatic dependent launch
   fp8       (issue 6) e4m3 x e4m3 per-tensor scaled GEMM, bf16 out (--fp8-shapes), vs
             cuBLASLt through torch._scaled_mm on the same bytes and scales, with

@@ -21,12 +21,16 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     float scales are folded into alpha on the host instead.
   * D, C: row-major → dims (N, M, L), box (EPI_COLS, 64, 1); column-major (in
     the kernel's view) → dims (M, N, L), box (64, 64, 1).  All 128B-swizzled.
-  * Small M (≤ 64): the host hands the kernel the transposed problem
-    Dᵀ = Bᵀ·Aᵀ ("swap-AB"), so N fills the 128-row tile; D and C then appear
-    column-major to the kernel and the bias runs along its rows.
+  * Small M (≤ 64 < N): when one row of 128x64 tiles fills 90-100% of the
+    SMs, it runs as is over the whole K (A's box trimmed to round8(M) lines);
+    otherwise the host hands the kernel the transposed problem Dᵀ = Bᵀ·Aᵀ
+    ("swap-AB"), so N fills the 128-row tile; D and C then appear
+    column-major to the kernel and the bias runs along its rows
+    (gemm_configs.choose_swap).
   * grid = min(#SMs, #work units) persistent CTAs of 384 threads; the work
-    decomposition (data-parallel, split-K on the partial last wave) and the
-    split-K workspace come from rawcoop/scheduler.py and rawcoop/workspace.py.
+    decomposition (data-parallel, split-K or stream-K for the partial last
+    wave: gemm_configs.choose_stream_k) and the workspace come from
+    rawcoop/scheduler.py and rawcoop/workspace.py.
   * Repeated calls with the same inputs reuse a cached plan (validation,
     configuration, operand maps); only ``out`` is checked and D's map looked up.
   * Devices, streams, graphs: everything runs on the operands' device (all on
@@ -137,9 +141,10 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     ``_pingpong=True`` lets the two consumer warpgroups alternate tiles, 128x64
     or 128x128 only; ``_streamk=True`` shares the k-blocks of the partial last
     wave equally among all CTAs instead of splitting its tiles evenly
-    (stream-K; cooperative, no clusters, no ``_splits``; an experiment not
-    yet measured on a GPU).  Results are deterministic: split-K and stream-K
-    reduce partials in a fixed order.
+    (stream-K; cooperative, no clusters, no ``_splits``), ``_streamk=False``
+    never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
+    use it, see gemm_configs.choose_stream_k).  Results are deterministic:
+    split-K and stream-K reduce partials in a fixed order.
     """
     import cupy as cp
 
