@@ -450,11 +450,11 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
                     block: bool = False, splits=None, cluster=(1, 1), pingpong=None) -> bool:
     """Stream-K or not: the forced ``_streamk`` when given; otherwise
     stream-K for 16-bit inputs, cooperative tiles (not where ping-pong is
-    forced or :func:`choose_pingpong` picks it), no forced split-K or
-    cluster, no swap-AB, not block-scaled, when at least one full wave runs
-    and the partial last wave holds more than half (below that, split-K of
-    the last wave fills the SMs, see scheduler.decompose) and at most 80%
-    of the SMs.
+    forced, or picked by :func:`choose_pingpong` when not forced), no
+    forced split-K or cluster, no swap-AB, not block-scaled, when at least
+    one full wave runs and the partial last wave holds more than half (below
+    that, split-K of the last wave fills the SMs, see scheduler.decompose)
+    and at most 80% of the SMs.
 
     H200, stream-K time / default time per round, same run (bench/NOTES.md,
     "Session of 2026-11-30 (stop 12)"), bf16 (last wave's share of the SMs):
@@ -467,8 +467,8 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     share A and B through L2).  fp8 and tf32 are not measured: off."""
     if streamk is not None:
         return bool(streamk)
-    if (in_kind not in (FP16, BF16) or swap or block or splits is not None or tuple(cluster) != (1, 1)
-            or pingpong or choose_pingpong(block_n, tiles, sm_count)):
+    pingpong = pingpong if pingpong is not None else choose_pingpong(block_n, tiles, sm_count)
+    if in_kind not in (FP16, BF16) or swap or block or splits is not None or tuple(cluster) != (1, 1) or pingpong:
         return False
     full_waves, tail = divmod(tiles, sm_count)
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count

@@ -198,6 +198,7 @@ def test_stream_k_default_rule_exclusions(monkeypatch):
                dict(cluster=(2, 1)), dict(pingpong=True), dict(block_n=128, tiles=4096 + 66)):
         assert not gc.choose_stream_k(None, **dict(base, **kw)), kw
     assert gc.choose_stream_k(True, **dict(base, tiles=5)) and not gc.choose_stream_k(False, **base)
+    assert gc.choose_stream_k(None, **dict(base, block_n=128, tiles=4096 + 66, pingpong=False))  # forced cooperative
     assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 66))      # exactly half: split-K's
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 67))
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 105))         # 105 <= 0.8 * 132
