@@ -64,6 +64,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
@@ -340,24 +341,35 @@ def build_parser(prog: str = "python -m rawcoop bench") -> argparse.ArgumentPars
 
 
 # ---------------------------------------------------------------- timing
-def time_calls(cp, fn, n_sets: int, iters: int) -> float:
-    """Median seconds of ``iters`` calls of ``fn(i % n_sets)``, each between two CUDA events."""
+def time_calls(cp, fn, n_sets: int, iters: int, host: list | None = None) -> float:
+    """Median seconds of ``iters`` calls of ``fn(i % n_sets)``, each between two CUDA events.
+
+    ``host``: a list that gets this batch's host seconds per call (the
+    Python loop, before waiting for the GPU).  When that is about the
+    events' time, the GPU waited for the host between calls and the row
+    measures host time, not the kernel (see HOST_BOUND)."""
     starts = [cp.cuda.Event() for _ in range(iters)]
     ends = [cp.cuda.Event() for _ in range(iters)]
+    t0 = time.perf_counter()
     for i in range(iters):
         starts[i].record()
         fn(i % n_sets)
         ends[i].record()
+    if host is not None:
+        host.append((time.perf_counter() - t0) / iters)
     ends[-1].synchronize()
     return statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)) * 1e-3
 
 
-def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int) -> list[tuple[float, float | None]]:
+def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
+            host: dict | None = None) -> list[tuple[float, float | None]]:
     """Warm-up, then ``rounds`` rounds of (ours, theirs) timings in seconds.
 
     The warm-up calls both sides on every input set: rawcoop builds (and
     caches) a plan per set of pointers, and that host work must not land
-    inside a timed call.  ``theirs`` None: rawcoop alone (theirs' time None)."""
+    inside a timed call.  ``theirs`` None: rawcoop alone (theirs' time None).
+    ``host``: a dict that gets "ours"/"theirs" lists of host seconds per
+    call, one per round (see time_calls)."""
     for _ in range(3):
         for i in range(n_sets):
             ours(i)
@@ -366,8 +378,9 @@ def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int) -> list[tupl
     cp.cuda.Device().synchronize()
     out = []
     for _ in range(rounds):
-        to = time_calls(cp, ours, n_sets, iters)
-        tt = time_calls(cp, theirs, n_sets, iters) if theirs is not None else None
+        to = time_calls(cp, ours, n_sets, iters, None if host is None else host.setdefault("ours", []))
+        tt = (time_calls(cp, theirs, n_sets, iters, None if host is None else host.setdefault("theirs", []))
+              if theirs is not None else None)
         out.append((to, tt))
     return out
 
@@ -442,6 +455,26 @@ def make_row(suite: str, case: str, flops: float, rounds: list[tuple[float, floa
                       "ratio": None if b is None else b / a} for a, b in rounds]
     row.update(extra or {})
     return row
+
+
+HOST_BOUND = 0.8
+"""A side whose host time per call is at least this share of its measured
+time per call is marked host-bound: its GPU waited for Python between calls,
+so the row times the host (per-call events include it), not the kernel."""
+
+
+def host_fields(row: dict, host: dict) -> dict:
+    """The row's host time per call (median over rounds, microseconds) for
+    each side and whether that side is host-bound (HOST_BOUND)."""
+    out = {}
+    for side, key in (("ours", "rawcoop"), ("theirs", "baseline")):
+        times = host.get(side)
+        ms = row.get(f"{key}_ms")
+        if times and ms:
+            us = statistics.median(times) * 1e6
+            out[f"{key}_host_us"] = us
+            out[f"{key}_host_bound"] = us >= HOST_BOUND * ms * 1e3
+    return out
 
 
 def peak_of(row: dict, default: float = PEAK_TFLOPS) -> float:
@@ -724,6 +757,11 @@ def format_report(results: dict) -> str:
     if any(r.get("baseline") == NO_BASELINE for r in rows):
         legend += (f"\nbaseline {NO_BASELINE}: rawcoop timed alone (the row's baseline_skipped says why); its rel err "
                    "is vs an fp32 GEMM of the same (dequantised) inputs")
+    bound = [f"{normalize_row(r)['case']} ({', '.join(k for k in ('rawcoop', 'baseline') if r.get(k + '_host_bound'))})"
+             for r in rows if r.get("rawcoop_host_bound") or r.get("baseline_host_bound")]
+    if bound:
+        legend += ("\nhost-bound (host time per call >= {:.0%} of the measured time; the row times Python, not the "
+                   "kernel): ".format(HOST_BOUND) + "; ".join(bound))
     parts = [format_table(rows, peak), format_geomeans(rows), legend]
     return "\n\n".join(p for p in parts if p)
 
@@ -888,8 +926,10 @@ class Bench:
 
     def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None, peak=PEAK_TFLOPS):
         """Time ``ours`` against ``theirs`` (None: ours alone) and keep the row."""
-        rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters)
+        host: dict = {}
+        rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters, host)
         row = make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak)
+        row.update(host_fields(row, host))
         self.rows.append(row)
         if row["ratio"] is None:
             vs = f"  (no baseline: {row.get('baseline_skipped', 'none')})"
@@ -897,7 +937,10 @@ class Bench:
             vs = (f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
                   f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]")
         print(f"{suite:8s} {label:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_peak_frac']:5.1%})"
-              + vs + (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else ""), flush=True)
+              + vs + (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else "")
+              + "".join(f"  HOST-BOUND {who} ({row[key + '_host_us']:.1f} us/call on the host)"
+                        for who, key in (("rawcoop", "rawcoop"), ("baseline", "baseline"))
+                        if row.get(key + "_host_bound")), flush=True)
         if self.on_row is not None:
             self.on_row(row)
         return row

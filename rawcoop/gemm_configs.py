@@ -460,7 +460,9 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     "Session of 2026-11-30 (stop 12)"), bf16 (last wave's share of the SMs):
     8192^3 1.012 faster (0.52), 8192x8192x28672 1.038 (0.52),
     6144x8192x8192 1.018 (0.64), 6144^3 1.016 (0.73), 4096x8192x8192 1.016
-    (0.76); fp16 8192^3 1.015, 6144x8192x8192 1.021.  Slower: 4096^3 0.984
+    (0.76), 1792x3840x8192 1.17 (0.59 after one full wave: data-parallel
+    left 54 SMs idle for a whole tile), 2560x4608x4096 1.01 (0.73, 2 waves);
+    fp16 8192^3 1.015, 6144x8192x8192 1.021.  Slower: 4096^3 0.984
     (0.88), 2048x2048x8192 0.962 (no full wave, 0.97), and wherever split-K
     or few tiles with long K run (1024x1024x65536 0.68, 256x16384x4096 0.91,
     M <= 128 0.88-0.94: CTAs at different K offsets of one tile row no longer

@@ -156,6 +156,28 @@ def test_make_row_keeps_every_round_and_the_median_ratio():
     assert bench.PEAK_TFLOPS == 989.0
 
 
+def test_host_time_per_call_marks_host_bound_rows():
+    """A side whose Python time per call is >= 80% of its measured time per
+    call timed the host, not the kernel: the row says so and the report
+    lists it (stop 12: small fp8 rows ran 0.64-0.99 of cuBLASLt between
+    runs for one kernel that ncu put at 0.91)."""
+    row = bench.make_row("fp8", "e4m3 16x8192x8192 TN", 2.0 * 16 * 8192 ** 2, [(36e-6, 25e-6)] * 3, 3,
+                         baseline="cuBLASLt _scaled_mm")
+    row.update(bench.host_fields(row, {"ours": [30e-6, 34e-6, 35e-6], "theirs": [12e-6, 11e-6, 13e-6]}))
+    assert row["rawcoop_host_us"] == pytest.approx(34.0) and row["rawcoop_host_bound"] is True
+    assert row["baseline_host_us"] == pytest.approx(12.0) and row["baseline_host_bound"] is False
+    quick = bench.make_row("main", "bf16 4096x4096x4096 TN", 2.0 * 4096 ** 3, [(1e-3, 1e-3)], 2)
+    quick.update(bench.host_fields(quick, {"ours": [20e-6], "theirs": [15e-6]}))
+    assert not quick["rawcoop_host_bound"] and not quick["baseline_host_bound"]
+    alone = bench.make_row("fp8", "e4m3 block 4096x7168x16384 TN", 1.0, [(1e-3, None)], 1, baseline="none")
+    assert bench.host_fields(alone, {"ours": [1e-5]}) == {"rawcoop_host_us": pytest.approx(10.0),
+                                                          "rawcoop_host_bound": False}
+    text = bench.format_report({"rows": [row, quick]})
+    assert "host-bound" in text and "16x8192x8192" in text.split("host-bound")[1]
+    assert "4096x4096x4096" not in text.split("host-bound")[1]
+    assert "host-bound" not in bench.format_report({"rows": [quick]})
+
+
 def test_geomean_per_dtype():
     res = _synthetic_results()
     g = {(x["suite"], x["dtype"], x["baseline"]): x for x in bench.geomeans(res["rows"])}
