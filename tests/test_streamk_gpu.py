@@ -88,3 +88,24 @@ def test_stream_k_bit_identical_reruns_and_close_to_data_parallel():
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "stream-K result changed between runs"
     dp = rawcoop.gemm(a, b)
     gpu_helpers.assert_rel_err(cp, first, dp.astype(cp.float64), 5e-3)
+
+
+@pytest.mark.parametrize("m,n,k,dt_name", [(4096, 8192, 8192, "bfloat16"), (1792, 3840, 8192, "float16")])
+def test_stream_k_chosen_by_default_is_bit_identical_and_correct(m, n, k, dt_name):
+    """Where gemm_configs.choose_stream_k picks stream-K by default (7 or 1
+    full waves of 128x256 tiles, the last 59-76% full), the plan has it, the
+    result matches float64, and 10 reruns are bit-identical (issue 5)."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, "TN", 13)
+    if device.info(0).sm_count == 132:          # (the rule's tile counts are for the H100/H200 SXM)
+        plan = _plan_for(a, b)
+        assert plan.cfg.stream_k and plan.decomposition.sk_ctas, (plan.cfg.spec.label, plan.decomposition)
+    first = rawcoop.gemm(a, b)
+    gpu_helpers.assert_rel_err(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+    for _ in range(10):
+        again = rawcoop.gemm(a, b)
+        assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "stream-K result changed between runs"
