@@ -20,7 +20,8 @@
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment stream-K's default boundary: 1-3 full waves, last wave 27-82% full, stream-K off/on
+#   7 experiment stream-K's default boundary (1-3 full waves, last wave 27-82% full, stream-K off/on);
+#                bench/ncu_compare.py on 128x8192x8192 (auto, 1x2 cluster, cuBLAS)
 #
 # Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -83,26 +84,31 @@ try:
 except Exception as e:
     print(\"import torch FAILED:\", type(e).__name__, e)'; \
 $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
-add warmup 20 "$PY -m rawcoop warmup --all --quiet"
+add warmup 15 "$PY -m rawcoop warmup --all --quiet"
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 # The two pytest steps took 130 s + 174 s in stop 12 (the focus step's old 110 s cap fired right after
 # its summary line) and did not finish in 277 s on a slower instance in stop 11 (warm-up 13.9 s instead
 # of 6 s), hence the caps; fuzz runs 2000 cases (40-51 s).
 add focus 150 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 210 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 60 "$PY bench/fuzz.py --count 2000 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
-add sanitize 20 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+add gpu-suite 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
+add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 45 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
 # Experiment: where stream-K's default boundary lies (choose_stream_k: >= 1 full wave, last wave 50-80%
 # of the SMs; measured only with 7-15 full waves).  128x256 tiles: 1792x3840 = 1 wave + 78 (0.59, stream-K
 # by default), 2560x4608 = 2 + 96 (0.73, stream-K), 2688x6144 = 3 + 108 (0.82, data-parallel), 3456x4096 =
 # 3 + 36 (0.27, split-K of the last wave); each against forced off (streamk=0) and on (streamk=1).
-add experiment 30 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
+# Then ncu of 128x8192x8192 (0.92 of cuBLAS): our 128x64 tile with and without A multicast (1x2) and
+# cuBLAS's kernel, L2 bytes and throughput (NOTES, "Where 128x8192x8192 ... probably loses").
+add experiment 55 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
 --shapes 1792x3840x8192,2560x4608x4096,2688x6144x4096,3456x4096x8192 --variants auto,streamk=0,streamk=1 \
---rounds 5 --iters 20 --json $Q_OUT/exp_streamk_boundary.json"
+--rounds 5 --iters 20 --json $Q_OUT/exp_streamk_boundary.json; \
+$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
+--metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,\
+lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
