@@ -37,8 +37,10 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     one, else ValueError), whatever the current device, which is restored; the
     launch goes on CuPy's current stream of that device.  Under CUDA graph
     capture a call allocates nothing but its result (when no ``out``): the
-    split-K workspace of the stream must exist already (run the same GEMM once
-    on that stream before capturing, else RuntimeError), ``out`` must be
+    split-K/stream-K workspace of the stream must exist already (run the same
+    GEMM once on that stream before capturing; else an automatic split-K or
+    stream-K is captured as the data-parallel kernel, a forced one raises
+    RuntimeError, see _run_plan), ``out`` must be
     TMA-storable, and a result whose rows need padding is returned as a view
     of the padded buffer instead of a contiguous copy.  fp8 scales add nothing
     to that: a device scale is only a pointer the kernel reads at launch (graph
@@ -188,7 +190,37 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
         print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
               f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
-    return plan.run(cp, out)
+
+    def data_parallel():
+        """The same GEMM without split-K/stream-K (forced ``_splits=1``): no workspace."""
+        dp_forced = tuple(1 if name == "_splits" else None for name in FORCED_OPTIONS)
+        dp_key = None if key is None else _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl,
+                                                    dp_forced, lowp)
+        dp = _PLANS.get(dp_key) if dp_key is not None else None
+        if dp is None:
+            dp = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, dp_forced, lowp)
+            if dp_key is not None:
+                if len(_PLANS) >= _PLANS_MAX:
+                    _PLANS.clear()
+                _PLANS[dp_key] = dp
+        return dp
+    return _run_plan(cp, plan, out, forced, data_parallel)
+
+
+def _run_plan(cp, plan, out, forced, data_parallel):
+    """Run ``plan``.  Under CUDA graph capture a split-K/stream-K plan needs
+    its stream's workspace to exist already; when it does not and the
+    decomposition was rawcoop's own choice (no ``_`` option forced), the
+    data-parallel plan from ``data_parallel()`` is captured instead (the
+    graph then needs no workspace; slower on those shapes by what split-K or
+    stream-K saved).  Forced split-K/stream-K still raises, saying to run the
+    GEMM once on the stream before capturing."""
+    try:
+        return plan.run(cp, out)
+    except workspace.CaptureWorkspaceError:
+        if any(x is not None for x in forced):
+            raise
+        return data_parallel().run(cp, out)
 
 
 def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):

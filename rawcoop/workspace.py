@@ -13,7 +13,9 @@ CUDA graphs.  A workspace is created only outside stream capture: a GEMM
 captured into a graph uses the capturing stream's existing workspace, so
 running the same GEMM once on that stream before ``begin_capture()`` is all a
 graph needs.  A split-K GEMM whose workspace is missing or too small while
-its stream captures raises RuntimeError (allocating it there would bind the
+its stream captures raises :class:`CaptureWorkspaceError`, a RuntimeError
+(rawcoop.gemm then captures the data-parallel kernel instead when split-K or
+stream-K was its own choice; allocating here would bind the
 graph to memory allocated inside the capture, and the memset that zeroes its
 flags would run only when the graph runs).  The first workspace of a stream is
 generous (``MIN_FLOATS``) and growth at least doubles, so few problems ever
@@ -27,6 +29,11 @@ launched after it.
 from __future__ import annotations
 
 import threading
+
+class CaptureWorkspaceError(RuntimeError):
+    """A workspace would have to be allocated while its stream is being
+    captured into a CUDA graph."""
+
 
 _lock = threading.Lock()
 _buffers: dict[tuple, tuple[object, object]] = {}
@@ -47,8 +54,9 @@ def get(dev: int, stream: int, floats: int, flags: int) -> tuple[int, int]:
     """(workspace pointer, flags pointer) with room for ``floats`` fp32 values
     and ``flags`` int32 flags, all flags zero when the launch on ``stream`` starts.
     ``dev``'s CuPy current stream must be ``stream`` (the new buffers come from
-    CuPy's pool arena of that stream).  Raises RuntimeError when a buffer would
-    have to be allocated while ``stream`` is being captured into a CUDA graph."""
+    CuPy's pool arena of that stream).  Raises :class:`CaptureWorkspaceError`
+    when a buffer would have to be allocated while ``stream`` is being
+    captured into a CUDA graph."""
     hit = _buffers.get(_key(dev, stream))
     if hit is not None and hit[0].size >= floats and hit[1].size >= flags:
         return hit[0].data.ptr, hit[1].data.ptr
@@ -67,7 +75,7 @@ def _grow(dev: int, stream: int, floats: int, flags: int) -> tuple[int, int]:
         with cp.cuda.Device(dev):
             if _device.stream_capturing(dev, stream):
                 have = "has none" if ws is None else f"has only {ws.size} and {fl.size}"
-                raise RuntimeError(
+                raise CaptureWorkspaceError(
                     f"rawcoop.gemm: this split-K GEMM needs a workspace of {floats} fp32 slots and {flags} flags "
                     f"for stream 0x{stream:x} on device {dev}, which {have}, and none can be allocated while the "
                     "stream is being captured into a CUDA graph. Run the same gemm once on this stream before "

@@ -245,3 +245,35 @@ def test_stream_k_device_formulas_match_the_host_mirror():
             continue
         for u in range(dec.tiles_dp, dec.units):
             assert _device_work_unit(u, dec, sms) == dec.unit(u), (tiles, k_blocks, sms, u)
+
+
+def test_capture_fallback_runs_the_data_parallel_plan_only_for_automatic_choices():
+    """gemm._run_plan: a plan whose workspace cannot be created under capture
+    is replaced by the data-parallel plan when no `_` option was forced; a
+    forced split-K/stream-K keeps raising."""
+    import importlib
+    G = importlib.import_module("rawcoop.gemm")      # (rawcoop.gemm the attribute is the function)
+    from rawcoop.workspace import CaptureWorkspaceError
+
+    class Plan:
+        def __init__(self, fail):
+            self.fail, self.ran = fail, 0
+
+        def run(self, cp, out):
+            self.ran += 1
+            if self.fail:
+                raise CaptureWorkspaceError("before begin_capture")
+            return "ran"
+    dp = Plan(False)
+    built = []
+
+    def data_parallel():
+        built.append(1)
+        return dp
+    none = (None,) * len(G.FORCED_OPTIONS)
+    assert G._run_plan(None, Plan(False), None, none, data_parallel) == "ran" and not built
+    assert G._run_plan(None, Plan(True), None, none, data_parallel) == "ran" and built and dp.ran == 1
+    forced = tuple(2 if name == "_splits" else None for name in G.FORCED_OPTIONS)
+    with pytest.raises(RuntimeError, match="before begin_capture"):
+        G._run_plan(None, Plan(True), None, forced, data_parallel)
+    assert issubclass(CaptureWorkspaceError, RuntimeError)

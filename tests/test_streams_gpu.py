@@ -322,6 +322,30 @@ def test_first_split_k_on_a_stream_inside_capture_raises_then_works_after_one_ru
     _check(cp, d, _reference(cp, a, bt.T), "bfloat16")
 
 
+@pytest.mark.parametrize("shape", [(256, 8192, 8192), (4096, 8192, 8192)], ids=["auto-split-k", "auto-stream-k"])
+def test_automatic_split_or_stream_k_inside_capture_falls_back_to_data_parallel(shape):
+    """Split-K / stream-K chosen by rawcoop itself, first call on a stream
+    inside capture (no workspace there yet): the data-parallel kernel is
+    captured instead, no workspace is created, and the replay is correct."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import workspace
+    from rawcoop.gemm import _plan_for
+    m, n, k = shape
+    dt = _dt("bfloat16")
+    a, bt = _rand(cp, (m, k), dt, 3), _rand(cp, (n, k), dt, 4)
+    plan = _plan_for(a, bt.T)
+    assert plan.ws_flags, f"expected split-K or stream-K by default for {shape}: {plan.decomposition}"
+    s = _stream(cp)
+    key = _fresh_stream_key(cp, workspace, s)
+    out = _poison(cp, (m, n), dt)
+    graph, d = _capture(s, lambda: rawcoop.gemm(a, bt.T, out=out))
+    assert d is out and key not in workspace._buffers
+    graph.launch(s)
+    s.synchronize()
+    _check(cp, out, _reference(cp, a, bt.T), "bfloat16")
+
+
 def test_workspace_growth_keeps_a_captured_graphs_workspace_alive():
     """A graph captured with a stream's workspace keeps working after a larger
     split-K problem on the same stream replaced that workspace."""
