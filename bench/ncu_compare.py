@@ -106,10 +106,10 @@ def parse_args(argv=None):
 def child(args) -> int:
     """Under ncu: warm up, then one launch per variant inside the profiled range."""
     import cupy as cp
-    import numpy as np
 
     import rawcoop
-    dt = np.dtype(args.dtype) if args.dtype != "bfloat16" else np.dtype(__import__("ml_dtypes").bfloat16)
+    from rawcoop.operands import np_dtype
+    dt = np_dtype(args.dtype)
     m, n, k = args.shape.m, args.shape.n, args.shape.k
     rs = cp.random.RandomState(0)
 

@@ -820,12 +820,12 @@ def predicted_config(p: Problem, sm_count: int = 132):
         raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
     if p.streamk and (p.splits is not None or (cluster_m, cluster_n) != (1, 1) or p.pingpong):
         raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters")
-    stream_k = gc.choose_stream_k(True if p.streamk else None, block_n=block_n,
-                                  tiles=gc.tile_count(km, kn, block_n, p.batch), sm_count=sm_count, in_kind=kind_a,
-                                  swap=swap, block=block, splits=p.splits, cluster=(cluster_m, cluster_n),
-                                  pingpong=p.pingpong)
+    tiles = gc.tile_count(km, kn, block_n, p.batch)
+    stream_k = gc.choose_stream_k(True if p.streamk else None, block_n=block_n, tiles=tiles, sm_count=sm_count,
+                                  in_kind=kind_a, swap=swap, block=block, splits=p.splits,
+                                  cluster=(cluster_m, cluster_n), pingpong=p.pingpong)
     pingpong = (bool(p.pingpong) if p.pingpong is not None else not block and not stream_k and
-                gc.choose_pingpong(block_n, gc.tile_count(km, kn, block_n, p.batch), sm_count))
+                gc.choose_pingpong(block_n, tiles, sm_count))
     if pingpong and block_n > 128:
         raise ValueError("_pingpong needs a tile of at most 128 columns")
     if pingpong and block and block_n != 64:

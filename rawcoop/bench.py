@@ -477,6 +477,11 @@ def host_fields(row: dict, host: dict) -> dict:
     return out
 
 
+def host_bound_sides(row: dict) -> list[str]:
+    """The row's host-bound sides, "rawcoop" and/or "baseline" (host_fields)."""
+    return [side for side in ("rawcoop", "baseline") if row.get(side + "_host_bound")]
+
+
 def peak_of(row: dict, default: float = PEAK_TFLOPS) -> float:
     """The dense peak a row's "% peak" refers to: its own ``peak_tflops``,
     else its dtype's (PEAKS) for fp8/tf32, else ``default`` (the results
@@ -757,8 +762,7 @@ def format_report(results: dict) -> str:
     if any(r.get("baseline") == NO_BASELINE for r in rows):
         legend += (f"\nbaseline {NO_BASELINE}: rawcoop timed alone (the row's baseline_skipped says why); its rel err "
                    "is vs an fp32 GEMM of the same (dequantised) inputs")
-    bound = [f"{normalize_row(r)['case']} ({', '.join(k for k in ('rawcoop', 'baseline') if r.get(k + '_host_bound'))})"
-             for r in rows if r.get("rawcoop_host_bound") or r.get("baseline_host_bound")]
+    bound = [f"{normalize_row(r)['case']} ({', '.join(host_bound_sides(r))})" for r in rows if host_bound_sides(r)]
     if bound:
         legend += ("\nhost-bound (host time per call >= {:.0%} of the measured time; the row times Python, not the "
                    "kernel): ".format(HOST_BOUND) + "; ".join(bound))
@@ -938,9 +942,8 @@ class Bench:
                   f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]")
         print(f"{suite:8s} {label:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_peak_frac']:5.1%})"
               + vs + (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else "")
-              + "".join(f"  HOST-BOUND {who} ({row[key + '_host_us']:.1f} us/call on the host)"
-                        for who, key in (("rawcoop", "rawcoop"), ("baseline", "baseline"))
-                        if row.get(key + "_host_bound")), flush=True)
+              + "".join(f"  HOST-BOUND {side} ({row[side + '_host_us']:.1f} us/call on the host)"
+                        for side in host_bound_sides(row)), flush=True)
         if self.on_row is not None:
             self.on_row(row)
         return row

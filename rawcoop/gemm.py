@@ -174,6 +174,23 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
             and precision is None and scale_mode is None
             else (scale_a, scale_b, a_format, b_format, precision, scale_mode))
+    plan = _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
+    if not isinstance(plan, _Plan):            # zero-size / K == 0 result, computed without a launch
+        return plan
+    if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
+        print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
+              f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
+    return _run_plan(cp, plan, out, forced, lambda: _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out,
+                                                                 out_dtype, pdl, _DATA_PARALLEL, lowp))
+
+
+_DATA_PARALLEL = tuple(1 if name == "_splits" else None for name in FORCED_OPTIONS)
+"""Forced options of the same GEMM without split-K/stream-K (``_splits=1``): no workspace."""
+
+
+def _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp):
+    """The plan for these arguments from the cache, built (and cached) on a
+    miss; a zero-size / K == 0 call returns its result instead of a plan."""
     try:
         key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp)
         plan = _PLANS.get(key)
@@ -181,30 +198,11 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
         key = plan = None
     if plan is None:
         plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
-        if not isinstance(plan, _Plan):        # zero-size / K == 0 result, computed without a launch
-            return plan
-        if key is not None:
+        if key is not None and isinstance(plan, _Plan):
             if len(_PLANS) >= _PLANS_MAX:
                 _PLANS.clear()
             _PLANS[key] = plan
-    if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
-        print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
-              f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
-
-    def data_parallel():
-        """The same GEMM without split-K/stream-K (forced ``_splits=1``): no workspace."""
-        dp_forced = tuple(1 if name == "_splits" else None for name in FORCED_OPTIONS)
-        dp_key = None if key is None else _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl,
-                                                    dp_forced, lowp)
-        dp = _PLANS.get(dp_key) if dp_key is not None else None
-        if dp is None:
-            dp = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, dp_forced, lowp)
-            if dp_key is not None:
-                if len(_PLANS) >= _PLANS_MAX:
-                    _PLANS.clear()
-                _PLANS[dp_key] = dp
-        return dp
-    return _run_plan(cp, plan, out, forced, data_parallel)
+    return plan
 
 
 def _run_plan(cp, plan, out, forced, data_parallel):
@@ -389,11 +387,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if _streamk and (_splits is not None or (cluster_m, cluster_n) != (1, 1) or _pingpong):
         raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
                          f"_splits (got _splits={_splits!r}, _cluster={_cluster!r}, _pingpong={_pingpong!r})")
+    tiles = gemm_configs.tile_count(km, kn, block_n, batch)
     stream_k = gemm_configs.choose_stream_k(
-        _streamk, block_n=block_n, tiles=gemm_configs.tile_count(km, kn, block_n, batch), sm_count=info.sm_count,
-        in_kind=A[5], swap=swap, block=block, splits=_splits, cluster=(cluster_m, cluster_n), pingpong=_pingpong)
+        _streamk, block_n=block_n, tiles=tiles, sm_count=info.sm_count, in_kind=A[5], swap=swap, block=block,
+        splits=_splits, cluster=(cluster_m, cluster_n), pingpong=_pingpong)
     pingpong = (bool(_pingpong) if _pingpong is not None else not block and not stream_k and
-                gemm_configs.choose_pingpong(block_n, gemm_configs.tile_count(km, kn, block_n, batch), info.sm_count))
+                gemm_configs.choose_pingpong(block_n, tiles, info.sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
     if pingpong and block and block_n != 64:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 
+
 class CaptureWorkspaceError(RuntimeError):
     """A workspace would have to be allocated while its stream is being
     captured into a CUDA graph."""
