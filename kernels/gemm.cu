@@ -85,16 +85,22 @@
 //   ld.global.cg, one float per k-block (BLOCK_N <= 128: a tile lies inside
 //   one 128-column block), issued before the full[s] wait so that its latency
 //   hides behind it.  Per k-block each consumer runs its wgmmas into a
-//   temporary accumulator (scale-d 0 at the first k-step), waits for them
-//   (wgmma.wait_group 0: no k-block in flight across the promotion), reads
-//   its two rows' SA (row0, row0 + 8 of each warp's 16-row slice, as in the
-//   epilogue), releases the stage (after fence.proxy.async: the SA slot was
-//   read through the generic proxy and TMA rewrites it) and promotes in fp32
-//   registers: acc += tmp · (SA[row] · SB).  The fp8 tensor core's limited
-//   accumulator precision thus only ever sums 128 products.  Registers: acc +
-//   tmp = 2 · kHalves · BLOCK_N / 2 <= 128 per thread, so 128×128 cooperative
-//   or 128×64 (cooperative or ping-pong); 128×256 and 128×128 ping-pong would
-//   need 256 (static_assert).  Out-of-bounds SA rows (M not a multiple of
+//   temporary accumulator (scale-d 0 at the first k-step), reads its two
+//   rows' SA (row0, row0 + 8 of each warp's 16-row slice, as in the
+//   epilogue), waits for them, releases the stage (after fence.proxy.async:
+//   the SA slot was read through the generic proxy and TMA rewrites it) and
+//   promotes in fp32 registers: acc += tmp · (SA[row] · SB).  The fp8 tensor
+//   core's limited accumulator precision thus only ever sums 128 products.
+//   Cooperative tiles use two temporaries (BS_TWO_TMP): k-block kb + 1's
+//   wgmmas are issued into the other one before kb is waited for
+//   (wait_group 1) and promoted, so the tensor pipe keeps working through the
+//   promotion (+6-11% at 4096×7168×16384 and 4096×4096×7168 on the H200,
+//   bench/NOTES.md stop 13; results bit-identical to one temporary: the same
+//   operations in the same order).  Ping-pong keeps one temporary and waits
+//   with wait_group 0.  Registers: acc + tmp = 2 · kHalves · BLOCK_N / 2 <= 128
+//   per thread (+ 64 for the second temporary of 128×128), so 128×128
+//   cooperative or 128×64 (cooperative or ping-pong); 128×256 and 128×128
+//   ping-pong would need 256 (static_assert).  Out-of-bounds SA rows (M not a multiple of
 //   128) are TMA zero-fills, multiplied by the zero-filled rows of A (never
 //   NaN·0 unless the user's scales are NaN/inf); ghost columns (a 1×2
 //   cluster's tile at or right of N) read SB as 0, their B rows are zeros.
@@ -195,6 +201,10 @@
 #define SCALE_MODE 0
 #endif
 #define RC_BLOCK_SCALED (SCALE_MODE == 1)
+#ifndef BS_TWO_TMP          // block-scaled: two promotion temporaries (kb+1's wgmmas run while kb is promoted); 0: one
+#define BS_TWO_TMP 1
+#endif
+#define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD 2
 #endif
@@ -605,6 +615,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
             for (u32 i = 0; i < kAccRegs; ++i) tmp[hh][i] = 0.f;
+#if RC_BS_TWO_TMP
+        float tmp2[kHalves][kAccRegs];               // the odd k-blocks' temporary (BS_TWO_TMP)
+#pragma unroll
+        for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+            for (u32 i = 0; i < kAccRegs; ++i) tmp2[hh][i] = 0.f;
+#endif
 #endif
 
         u32 stage = 0, phase = 0, e = 0;         // ring position; epilogue chunk counter
@@ -715,6 +732,50 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         for (u32 i = 0; i < kAccRegs; ++i) acc[hh][i] += t[hh][i] * ((i & 2u) ? s1 : s0);
                     }
                 };
+#if RC_BS_TWO_TMP
+                // Two temporaries, roles fixed by unrolling by 2: k-block kb (even) in tmp, kb + 1 in
+                // tmp2.  k-block kb + 1's wgmmas are issued before kb is promoted (wait_group 1: kb's
+                // group is complete, kb + 1's may run on), so the tensor pipe has work while this
+                // consumer waits and promotes.  The consumer holds at most two stages.  SB is read
+                // BS_SB_AHEAD promotions ahead (before each promotion instead of before each issue).
+                float sa0a[kHalves], sa1a[kHalves], sa0b[kHalves], sa1b[kHalves];
+                u32 s_a = 0, s_b = 0;
+                // The steady state has no conditional issue (a wgmma result merged from two paths
+                // would make the compiler copy registers an in-flight wgmma writes: C7514); the
+                // last one or two k-blocks drain after the loop.
+                if (kbn > 0) {
+                s_a = issue(tmp, 0, sa0a, sa1a);
+                int kb = 0;
+                for (; kb + 2 < kbn; kb += 2) {
+                    s_b = issue(tmp2, kb + 1, sa0b, sa1b);
+                    wgmma_wait<1>();
+                    fence_operand(tmp);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
+                    retire(tmp, s_a, sa0a, sa1a);
+                    s_a = issue(tmp, kb + 2, sa0a, sa1a);
+                    wgmma_wait<1>();
+                    fence_operand(tmp2);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + 1 + BS_SB_AHEAD);
+                    retire(tmp2, s_b, sa0b, sa1b);
+                }
+                if (kb + 1 < kbn) {                      // two k-blocks left: kb in flight, issue kb + 1
+                    s_b = issue(tmp2, kb + 1, sa0b, sa1b);
+                    wgmma_wait<1>();
+                    fence_operand(tmp);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
+                    retire(tmp, s_a, sa0a, sa1a);
+                    wgmma_wait<0>();
+                    fence_operand(tmp2);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + 1 + BS_SB_AHEAD);
+                    retire(tmp2, s_b, sa0b, sa1b);
+                } else {                                 // one k-block left, in flight
+                    wgmma_wait<0>();
+                    fence_operand(tmp);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
+                    retire(tmp, s_a, sa0a, sa1a);
+                }
+                }
+#else
                 for (int kb = 0; kb < kbn; ++kb) {
                     sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
                     float sa0[kHalves], sa1[kHalves];
@@ -722,6 +783,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     wgmma_wait<0>();
                     retire(tmp, s, sa0, sa1);
                 }
+#endif
             }
 #else
             u32 prev = 0;

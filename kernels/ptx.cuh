@@ -172,6 +172,18 @@ RC_DEVICE void named_barrier_sync(u32 id, u32 threads) {
     asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
 }
 
+// Pin the registers of an accumulator array at this point of the program: the
+// compiler may not move reads or writes of them across it (place after a
+// wgmma.wait_group, before the results are read, so nothing touches registers
+// that an in-flight wgmma still writes).
+template <int H, int R>
+RC_DEVICE void fence_operand(float (&t)[H][R]) {
+#pragma unroll
+    for (int h = 0; h < H; ++h)
+#pragma unroll
+        for (int i = 0; i < R; ++i) asm volatile("" : "+f"(t[h][i]) :: "memory");
+}
+
 RC_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 RC_DEVICE void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N>
