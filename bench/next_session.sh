@@ -20,8 +20,8 @@
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment stream-K's default boundary (1-3 full waves, last wave 27-82% full, stream-K off/on);
-#                bench/ncu_compare.py on 128x8192x8192 (auto, 1x2 cluster, cuBLAS)
+#   7 experiment block-scaled fp8 one tile row: 128x64 vs 128x128 (auto); bench/ncu_compare.py on
+#                128x8192x8192 (auto, 1x2 cluster, cuBLAS): L2 sectors/hits/requests, instructions
 #
 # Time: each step has a cap (CAPS below, 545 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -97,18 +97,17 @@ add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,syncch
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
-# Experiment: where stream-K's default boundary lies (choose_stream_k: >= 1 full wave, last wave 50-80%
-# of the SMs; measured only with 7-15 full waves).  128x256 tiles: 1792x3840 = 1 wave + 78 (0.59, stream-K
-# by default), 2560x4608 = 2 + 96 (0.73, stream-K), 2688x6144 = 3 + 108 (0.82, data-parallel), 3456x4096 =
-# 3 + 36 (0.27, split-K of the last wave); each against forced off (streamk=0) and on (streamk=1).
-# Then ncu of 128x8192x8192 (0.92 of cuBLAS): our 128x64 tile with and without A multicast (1x2) and
-# cuBLAS's kernel, L2 bytes and throughput (NOTES, "Where 128x8192x8192 ... probably loses").
-add experiment 55 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
---shapes 1792x3840x8192,2560x4608x4096,2688x6144x4096,3456x4096x8192 --variants auto,streamk=0,streamk=1 \
---rounds 5 --iters 20 --json $Q_OUT/exp_streamk_boundary.json; \
-$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
---metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_bytes.sum,\
-lts__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed"
+# Experiment (stop 13's open questions): (1) block-scaled fp8 with one tile row: 128x64 tiles vs the
+# default 128x128 now that the consumers keep two temporaries (stop 13: 700 vs 681 TFLOP/s at
+# 128x7168x16384, not an A/B); (2) ncu of 128x8192x8192 (0.93 of cuBLAS), our tile with and without
+# the 1x2 cluster and cuBLAS's: L2 sectors, hits and requests, instructions (stop 13: our 1x2 cluster
+# leaves the L2 hit rate at 40% where cuBLAS's multicast gives 29%; NOTES "ncu of 128x8192x8192").
+add experiment 55 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 128x8192x8192 --fp8-block \
+--fp8-block-shapes 128x7168x16384,64x7168x16384,128x4096x7168,4096x7168x16384 --variants auto,block_n=64 \
+--rounds 5 --iters 20 --json $Q_OUT/exp_block_one_row.json; \
+$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas --raw \
+--metrics gpu__time_duration.sum,lts__t_sectors.sum,lts__t_sectors_lookup_hit.sum,lts__t_requests.sum,\
+dram__bytes_read.sum,smsp__inst_executed.sum"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1

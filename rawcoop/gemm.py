@@ -360,7 +360,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
                          "runs un-swapped")
-    swap_ok = m <= 64 < n and out_name != "float32" and not block   # no column-major fp32 epilogue is built
+    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_name == "float32", block=block)  # tune may swap
     swap = gemm_configs.choose_swap(_swap, m, n, batch, info.sm_count, out_fp32=out_name == "float32", block=block)
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major

@@ -379,6 +379,13 @@ def one_row_narrow_fits(m: int, n: int, batches: int, sm_count: int) -> bool:
             and ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count)
 
 
+def swap_buildable(*, out_fp32: bool, block: bool) -> bool:
+    """Whether a swap-AB kernel exists for the call: it stores D^T through a
+    column-major epilogue, which is not built for fp32 output, and
+    block-scaled fp8 never swaps (its scales are laid out per row of A)."""
+    return not (out_fp32 or block)
+
+
 def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: bool, block: bool) -> bool:
     """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for fp32
     output (no column-major fp32 epilogue is built) or block-scaled fp8;
@@ -388,7 +395,7 @@ def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: 
     (NOTES, "Session of 2026-11-30 (stop 12)"): bf16 64x8192x8192 0.999 vs
     0.979 of cuBLAS, 32x8192x8192 0.952 vs 0.918; fp8 e4m3 64x8192x8192
     0.969 vs 0.912 of cuBLASLt."""
-    if out_fp32 or block:
+    if not swap_buildable(out_fp32=out_fp32, block=block):
         return False
     if swap is not None:
         return bool(swap)
