@@ -83,8 +83,8 @@
 //   full[s] barrier (expect_tx + 512), in a per-stage slot after the C
 //   buffers.  SB (ceil(N/128) × ceil(K/128) fp32, any strides) is read with
 //   ld.global.cg, one float per k-block (BLOCK_N <= 128: a tile lies inside
-//   one 128-column block), issued before the full[s] wait so that its latency
-//   hides behind it.  Per k-block each consumer runs its wgmmas into a
+//   one 128-column block), BS_SB_AHEAD k-blocks before it is used so that its
+//   latency hides behind the MMAs.  Per k-block each consumer runs its wgmmas into a
 //   temporary accumulator (scale-d 0 at the first k-step), reads its two
 //   rows' SA (row0, row0 + 8 of each warp's 16-row slice, as in the
 //   epilogue), waits for them, releases the stage (after fence.proxy.async:
@@ -740,40 +740,38 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 // BS_SB_AHEAD promotions ahead (before each promotion instead of before each issue).
                 float sa0a[kHalves], sa1a[kHalves], sa0b[kHalves], sa1b[kHalves];
                 u32 s_a = 0, s_b = 0;
+                // k-block kb's wgmmas (into t) are complete (the caller waited): pin t, read SB
+                // BS_SB_AHEAD promotions ahead, release the stage and promote.
+                auto finish = [&](float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
+                                  const float (&sa1)[kHalves], int kb) {
+                    fence_operand(t);
+                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
+                    retire(t, s, sa0, sa1);
+                };
                 // The steady state has no conditional issue (a wgmma result merged from two paths
                 // would make the compiler copy registers an in-flight wgmma writes: C7514); the
                 // last one or two k-blocks drain after the loop.
                 if (kbn > 0) {
-                s_a = issue(tmp, 0, sa0a, sa1a);
-                int kb = 0;
-                for (; kb + 2 < kbn; kb += 2) {
-                    s_b = issue(tmp2, kb + 1, sa0b, sa1b);
-                    wgmma_wait<1>();
-                    fence_operand(tmp);
-                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
-                    retire(tmp, s_a, sa0a, sa1a);
-                    s_a = issue(tmp, kb + 2, sa0a, sa1a);
-                    wgmma_wait<1>();
-                    fence_operand(tmp2);
-                    sbq[BS_SB_AHEAD] = sb_load(kb + 1 + BS_SB_AHEAD);
-                    retire(tmp2, s_b, sa0b, sa1b);
-                }
-                if (kb + 1 < kbn) {                      // two k-blocks left: kb in flight, issue kb + 1
-                    s_b = issue(tmp2, kb + 1, sa0b, sa1b);
-                    wgmma_wait<1>();
-                    fence_operand(tmp);
-                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
-                    retire(tmp, s_a, sa0a, sa1a);
-                    wgmma_wait<0>();
-                    fence_operand(tmp2);
-                    sbq[BS_SB_AHEAD] = sb_load(kb + 1 + BS_SB_AHEAD);
-                    retire(tmp2, s_b, sa0b, sa1b);
-                } else {                                 // one k-block left, in flight
-                    wgmma_wait<0>();
-                    fence_operand(tmp);
-                    sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
-                    retire(tmp, s_a, sa0a, sa1a);
-                }
+                    s_a = issue(tmp, 0, sa0a, sa1a);
+                    int kb = 0;
+                    for (; kb + 2 < kbn; kb += 2) {
+                        s_b = issue(tmp2, kb + 1, sa0b, sa1b);
+                        wgmma_wait<1>();
+                        finish(tmp, s_a, sa0a, sa1a, kb);
+                        s_a = issue(tmp, kb + 2, sa0a, sa1a);
+                        wgmma_wait<1>();
+                        finish(tmp2, s_b, sa0b, sa1b, kb + 1);
+                    }
+                    if (kb + 1 < kbn) {                  // two k-blocks left: kb in flight, issue kb + 1
+                        s_b = issue(tmp2, kb + 1, sa0b, sa1b);
+                        wgmma_wait<1>();
+                        finish(tmp, s_a, sa0a, sa1a, kb);
+                        wgmma_wait<0>();
+                        finish(tmp2, s_b, sa0b, sa1b, kb + 1);
+                    } else {                             // one k-block left, in flight
+                        wgmma_wait<0>();
+                        finish(tmp, s_a, sa0a, sa1a, kb);
+                    }
                 }
 #else
                 for (int kb = 0; kb < kbn; ++kb) {
