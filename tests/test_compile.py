@@ -75,7 +75,8 @@ def test_block_scaled_fp8_configs_compile(cfg):
     BS_TWO_TMP): the k-loop unrolled by two, so five promotion sites (two in
     the loop, two when two k-blocks are left, one when one is) and four issue
     sites (one before the loop, two in it, one in the tail), with k-block
-    kb + 1 in flight while kb is promoted (wgmma.wait_group 1)."""
+    kb + 1 in flight while kb is promoted (wgmma.wait_group 1) and SB read
+    one promotion ahead (BS_SB_AHEAD = 1)."""
     from dataclasses import replace
     r = compiler.compile_spec(cfg.spec, want_ptx=True)
     assert r.cubin[:4] == b"\x7fELF"
