@@ -95,9 +95,27 @@ def base_options(arch: str = DEFAULT_ARCH) -> list[str]:
     return opts
 
 
+def _out_buffer(size: int) -> bytes:
+    """A fresh ``size``-byte buffer for an NVRTC getter to write into.
+
+    cuda-bindings' NVRTC getters fill a ``bytes`` object in place.  For one
+    byte, ``b" " * 1`` is ``b" "`` itself, the object CPython shares for
+    every 1-byte ``b" "`` (``" ".encode()``, ``bytes([32])``), so an empty
+    result (size 1: just the terminator) written into it turned that shared
+    object into NUL: every space encoded afterwards, print's separators
+    included, became NUL (seen on the H200 once torch had initialised CUDA,
+    where NVRTC's logs came back empty).  Callers never ask for sizes below 2
+    (see :func:`_log`); the guard keeps it so."""
+    if size < 2:
+        raise ValueError(f"NVRTC output buffer of {size} bytes: would alias a shared bytes object")
+    return b" " * size
+
+
 def _log(prog) -> str:
     size = nvrtc_check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-    buf = b" " * size
+    if size <= 1:                       # empty log (the terminator only)
+        return ""
+    buf = _out_buffer(size)
     nvrtc_check(nvrtc.nvrtcGetProgramLog(prog, buf), "nvrtcGetProgramLog")
     return buf.rstrip(b"\x00").decode(errors="replace")
 
@@ -122,14 +140,16 @@ def compile_spec(spec: KernelSpec, arch: str = DEFAULT_ARCH, want_ptx: bool = Fa
         if ret[0] != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise CompileError(spec.name, arch, opts, log, nvrtc.nvrtcGetErrorString(ret[0])[1].decode())
         size = nvrtc_check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        if size == 0:
+        if size < 2:
             raise CompileError(spec.name, arch, opts, log, "NVRTC produced no cubin")
-        cubin = b" " * size
+        cubin = _out_buffer(size)
         nvrtc_check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
         ptx = None
         if want_ptx:
             psize = nvrtc_check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-            pbuf = b" " * psize
+            if psize < 2:
+                raise CompileError(spec.name, arch, opts, log, "NVRTC produced no PTX")
+            pbuf = _out_buffer(psize)
             nvrtc_check(nvrtc.nvrtcGetPTX(prog, pbuf), "nvrtcGetPTX")
             ptx = pbuf.rstrip(b"\x00").decode()
     finally:

@@ -326,3 +326,18 @@ def test_stream_k_config_rules():
         _gc.GemmConfig(128, True, stream_k=True, cluster_n=2)
     assert ("STREAM_K", 1) in _gc.GemmConfig(256, True, stream_k=True).spec.defines
     assert all(k != "STREAM_K" for k, _ in _gc.GemmConfig(256, True).spec.defines)   # default specs unchanged
+
+
+def test_empty_nvrtc_log_leaves_shared_bytes_alone():
+    """Regression (found on the H200, stop 13): an empty NVRTC program log
+    (size 1, the terminator) was fetched into ``b" " * 1``, which CPython
+    shares interpreter-wide, so NVRTC's NUL overwrote ``b" "`` and every
+    space encoded afterwards (print's separators too) became NUL.  Compiling
+    without ptxas -v gives an empty log here."""
+    spec = _gc.GemmConfig(128, True).spec
+    opts = [o for o in compiler.base_options() if o != "--ptxas-options=-v"]
+    r = compiler.compile_spec(spec, options=opts)
+    assert r.log == ""
+    assert r.cubin[:4] == b"\x7fELF"
+    # (comparing against bytes([32]) would not do: that is the same shared object)
+    assert " ".encode()[0] == 32 and b" "[0] == 32 and chr(32).encode()[0] == 32
