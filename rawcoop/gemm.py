@@ -360,8 +360,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
                          "runs un-swapped")
-    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_name == "float32", block=block)  # tune may swap
-    swap = gemm_configs.choose_swap(_swap, m, n, batch, info.sm_count, out_fp32=out_name == "float32", block=block)
+    out_fp32 = out_name == "float32"
+    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_fp32, block=block)  # tune may swap
+    swap = gemm_configs.choose_swap(_swap, m, n, batch, info.sm_count, out_fp32=out_fp32, block=block)
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
     # a is column-major; each keeps its own kind, so mixed fp8 kinds swap too.)

@@ -430,7 +430,7 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     bandwidth)."""
     if n <= 64:
         return 64
-    tiles_256 = batches * -(-m // BLOCK_M) * -(-n // 256)
+    tiles_256 = tile_count(m, n, 256, batches)
     if tiles_256 >= sm_count:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         return 128 if short_k_many_waves else 256
