@@ -205,6 +205,10 @@
 #define BS_TWO_TMP 1
 #endif
 #define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
+#ifndef SPLIT_SPREAD        // split-K: every split reduces and stores a share of the tile's chunks (1) or a serial chain (0)
+#define SPLIT_SPREAD 1
+#endif
+#define RC_SPREAD (SPLIT_SPREAD && !PINGPONG && !STREAM_K)   // cooperative data-parallel/split-K kernels only
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD (RC_BS_TWO_TMP ? 1 : 2)   // H200, stop 13: 1 is 3-4% faster with two temporaries
 #endif
@@ -270,6 +274,7 @@ constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves pe
 constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
 constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * RC_CLUSTER;  // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
+constexpr u32 kChunks = BLOCK_N / kEpiCols;                   // epilogue chunks per 64-row half
 #if RC_BLOCK_SCALED
 constexpr u32 kSABytes = BLOCK_M * 4;                        // per stage: one fp32 A scale per tile row
 #endif
@@ -378,6 +383,12 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 
 // A consumer warp is done reading a stage: arrive on its empty barrier in every
 // CTA of the cluster (with multicast, each CTA's producer writes into both).
+// Spread split-K: split s of S reduces and stores the epilogue chunks
+// [chunk_share(s, S), chunk_share(s + 1, S)) of its tile (possibly none).
+RC_DEVICE u32 chunk_share(int s, int S) { return u32(s) * kChunks / u32(S); }
+// Chain split-K: one slot (64 x BLOCK_N fp32 per 64-row half) per (tile, rank, consumer).
+RC_DEVICE float* ws_chain(float* workspace, int slot) { return workspace + (size_t)slot * (64 * BLOCK_N); }
+
 RC_DEVICE void release_stage(u32 bar) {
 #if RC_CLUSTER > 1
 #pragma unroll
@@ -483,6 +494,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const u32 rank = RC_CLUSTER > 1 ? cluster_ctarank() : 0u;
     const u32 rank_m = CLUSTER_M > 1 ? rank : 0u, rank_n = CLUSTER_N > 1 ? rank : 0u;
     const int first_unit = blockIdx.x / RC_CLUSTER, unit_step = gridDim.x / RC_CLUSTER;
+    // Spread split-K reduction (see "Split-K fix-up"): only where every split unit
+    // is resident at once, i.e. at most one per CTA (rawcoop/scheduler.py
+    // `Decomposition.spread`, which sizes the workspace, says the same).
+    const bool spread = RC_SPREAD && units - tiles_dp <= unit_step;
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_a);
@@ -565,7 +580,12 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 if (PINGPONG && (u32(j) & 1u) != c) continue;
                 const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks, tiles);
                 if (STREAM_K && w.kb_count == 0) continue;   // stream-K: an empty unit
-                if (w.split != w.splits - 1) continue;  // only a tile's last unit runs the epilogue
+                // The epilogue's chunks of this unit: all of a tile's for its last
+                // unit (chain), this split's share (spread), none otherwise.
+                const bool spread_unit = spread && w.splits > 1;
+                if (!spread_unit && w.split != w.splits - 1) continue;
+                const u32 ch_lo = spread_unit ? chunk_share(w.split, w.splits) : 0u;
+                const u32 ch_hi = spread_unit ? chunk_share(w.split + 1, w.splits) : kChunks;
                 const TileCoord tc = w.tc;
                 const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
                 const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
@@ -573,7 +593,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #pragma unroll 1
                 for (u32 hh = 0; hh < kHalves; ++hh) {
                     const int row = m0 + int(64 * (PINGPONG ? hh : c));
-                    for (u32 jj = 0; jj < BLOCK_N / kEpiCols; ++jj, ++e) {
+                    for (u32 jj = ch_lo; jj < ch_hi; ++jj, ++e) {
                         const int col = n0 + int(jj * kEpiCols);
                         if (col >= N) break;
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
@@ -804,58 +824,120 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #endif
 
             // -------------------------------------------------- split-K fix-up
-            // The splits of a tile are reduced in split order through an fp32
-            // workspace slot per (tile, 64-row half), one flag per consumer and tile: split 0 stores its
-            // partial, split s waits until the slot's flag == s, adds the slot
-            // into its registers (ws + acc, always in that order: bit-identical
-            // on every run) and stores the sum or, as the last split, runs the
-            // epilogue.  Units of one tile are consecutive and every CTA of the
-            // persistent grid is resident; a unit only waits on lower-numbered
-            // units, and the lowest unfinished unit never waits (its CTA's ring
-            // holds its stages in order), so nothing can deadlock.
+            // Per (tile, consumer) there is a flag and workspace of 64 x BLOCK_N fp32
+            // per slot.  The order of the sum is fixed by the schedule, so results
+            // are bit-identical run to run.
+            //   spread (cooperative kernels whose split units are all resident,
+            //   at most one per CTA): split s stores its partial of the chunks
+            //   the others own into its own slot (S slots), counts the flag up and
+            //   waits until all S did; then it sums its own chunks
+            //   [chunk_share(s), chunk_share(s + 1)): its registers first, then the
+            //   other splits' slots in split order (in place: no second register
+            //   tile), and runs the epilogue on them.  A second count after the
+            //   wait tells the last split that every split is past it: it zeroes
+            //   the flag for the next launch.  Every split waits only for splits
+            //   that are running (resident, no earlier unit that waits), so
+            //   nothing deadlocks.
+            //   chain (ping-pong, stream-K, or more split units than CTAs): one
+            //   slot, ((p0 + p1) + p2) + p3; split 0 stores its partial, split s waits until flag == s,
+            //   adds the slot into its registers and stores the sum or, as the
+            //   last split, runs the epilogue on the whole tile.  Units of one tile
+            //   are consecutive and every CTA of the persistent grid is resident; a
+            //   unit only waits on lower-numbered units, and the lowest unfinished
+            //   unit never waits (its CTA's ring holds its stages in order).
+            u32 ch_lo = 0, ch_hi = kChunks;          // the chunks this unit's epilogue stores
             if (w.splits > 1) {
                 // This consumer's slot: its half (cooperative), or the tile's
                 // first half (ping-pong: slots slot and slot + 1, one flag).
                 const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
-                float* ws = workspace + (size_t)slot * (64 * BLOCK_N);
                 int* flag = flags + slot;
-                if (w.split > 0) {
+#if RC_SPREAD
+                if (spread) {
+                    const int S = w.splits, me = w.split;
+                    ch_lo = chunk_share(me, S);
+                    ch_hi = chunk_share(me + 1, S);
+                    float* ws = workspace + (size_t)slot * size_t(S) * (64 * BLOCK_N);   // slot p at ws + p·64·BLOCK_N
+                    float* mine = ws + (size_t)me * (64 * BLOCK_N);
+#pragma unroll
+                    for (u32 jc = 0; jc < kChunks; ++jc) {
+                        if (jc >= ch_lo && jc < ch_hi) continue;
+#pragma unroll
+                        for (u32 i = jc * (kChunkRegs / 4); i < (jc + 1) * (kChunkRegs / 4); ++i)
+                            st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
+                                        acc[0][4 * i + 2], acc[0][4 * i + 3]);
+                    }
+                    named_barrier_sync(1 + c, 128);      // every thread's partial is written ...
                     if (tid == 0) {
+                        red_add_release_gpu(flag, 1);    // ... before the count moves
 #ifdef RAWCOOP_WATCHDOG
                         const u64 start = clock_cycles();
 #endif
-                        while (ld_acquire_gpu(flag) != w.split) {
+                        while (ld_acquire_gpu(flag) < S) {
                             nanosleep_ns(64);
-                            RC_WATCH(start, "split-K flag", u32(slot), u32(w.split));
+                            RC_WATCH(start, "split-K flag (spread)", u32(slot), u32(me));
                         }
+                        // Last past the wait: nobody reads the flag again in this launch.
+                        if (atom_add_relaxed_gpu(flag, 1) == 2 * S - 1) st_release_gpu(flag, 0);
                     }
                     named_barrier_sync(1 + c, 128);
 #pragma unroll
-                    for (u32 hh = 0; hh < kHalves; ++hh)
+                    for (u32 jc = 0; jc < kChunks; ++jc) {
+                        if (jc < ch_lo || jc >= ch_hi) continue;
+#pragma unroll 1
+                        for (int p = 0; p < S; ++p) {
+                            if (p == me) continue;
+                            const float* src = ws + (size_t)p * (64 * BLOCK_N);
+                            float x[kChunkRegs];
 #pragma unroll
-                        for (u32 i = 0; i < kAccRegs / 4; ++i) {
-                            float p0, p1, p2, p3;
-                            ld_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, p0, p1, p2, p3);
-                            acc[hh][4 * i] = p0 + acc[hh][4 * i];
-                            acc[hh][4 * i + 1] = p1 + acc[hh][4 * i + 1];
-                            acc[hh][4 * i + 2] = p2 + acc[hh][4 * i + 2];
-                            acc[hh][4 * i + 3] = p3 + acc[hh][4 * i + 3];
+                            for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                                ld_cg_f32x4(src + ((jc * (kChunkRegs / 4) + q) * 128u + tid) * 4u,
+                                            x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+#pragma unroll
+                            for (u32 r = 0; r < kChunkRegs; ++r) acc[0][jc * kChunkRegs + r] += x[r];
                         }
-                }
-                if (w.split == w.splits - 1) {
-                    // Last reader of this flag in this launch: leave it zeroed for
-                    // the next launch on the stream (the host zeroes it only once).
-                    if (tid == 0) st_release_gpu(flag, 0);
-                } else {
+                    }
+                } else
+#endif
+                {
+                    if (w.split > 0) {
+                        if (tid == 0) {
+#ifdef RAWCOOP_WATCHDOG
+                            const u64 start = clock_cycles();
+#endif
+                            while (ld_acquire_gpu(flag) != w.split) {
+                                nanosleep_ns(64);
+                                RC_WATCH(start, "split-K flag", u32(slot), u32(w.split));
+                            }
+                        }
+                        named_barrier_sync(1 + c, 128);
 #pragma unroll
-                    for (u32 hh = 0; hh < kHalves; ++hh)
+                        for (u32 hh = 0; hh < kHalves; ++hh)
 #pragma unroll
-                        for (u32 i = 0; i < kAccRegs / 4; ++i)
-                            st_cg_f32x4(ws + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u, acc[hh][4 * i],
-                                        acc[hh][4 * i + 1], acc[hh][4 * i + 2], acc[hh][4 * i + 3]);
-                    named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
-                    if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
-                    continue;
+                            for (u32 i = 0; i < kAccRegs / 4; ++i) {
+                                float p0, p1, p2, p3;
+                                ld_cg_f32x4(ws_chain(workspace, slot) + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u,
+                                            p0, p1, p2, p3);
+                                acc[hh][4 * i] = p0 + acc[hh][4 * i];
+                                acc[hh][4 * i + 1] = p1 + acc[hh][4 * i + 1];
+                                acc[hh][4 * i + 2] = p2 + acc[hh][4 * i + 2];
+                                acc[hh][4 * i + 3] = p3 + acc[hh][4 * i + 3];
+                            }
+                    }
+                    if (w.split == w.splits - 1) {
+                        // Last reader of this flag in this launch: leave it zeroed for
+                        // the next launch on the stream (the host zeroes it only once).
+                        if (tid == 0) st_release_gpu(flag, 0);
+                    } else {
+#pragma unroll
+                        for (u32 hh = 0; hh < kHalves; ++hh)
+#pragma unroll
+                            for (u32 i = 0; i < kAccRegs / 4; ++i)
+                                st_cg_f32x4(ws_chain(workspace, slot) + hh * (64 * BLOCK_N) + (i * 128u + tid) * 4u,
+                                            acc[hh][4 * i], acc[hh][4 * i + 1], acc[hh][4 * i + 2], acc[hh][4 * i + 3]);
+                        named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
+                        if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
+                        continue;
+                    }
                 }
             }
 
@@ -868,7 +950,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 const bool rows_in = m0 + int(half * 64u) < M;
                 const int grow0 = m0 + int(half * 64u + row0);
 #pragma unroll
-                for (u32 jc = 0; jc < BLOCK_N / kEpiCols; ++jc, ++e) {
+                for (u32 jc = 0; jc < kChunks; ++jc) {
+                    if (jc < ch_lo || jc >= ch_hi) continue; // another split's share (spread split-K)
                     const int col0 = n0 + int(jc * kEpiCols);
                     if (col0 >= N) break;                    // uniform over the warpgroup
                     float v[kChunkRegs];
@@ -978,6 +1061,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #endif
                         tma_store_commit();
                     }
+                    ++e;                                     // chunks stored (C buffers, staging buffers)
                 }
             }
         }

@@ -263,6 +263,16 @@ RC_DEVICE void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
 RC_DEVICE void nanosleep_ns(u32 ns) { asm volatile("nanosleep.u32 %0;" :: "r"(ns)); }
+// Count up a flag after this thread's (and, through a preceding barrier, its
+// warpgroup's) workspace stores: they are visible to whoever acquires the new count.
+RC_DEVICE void red_add_release_gpu(int* p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+RC_DEVICE int atom_add_relaxed_gpu(int* p, int v) {
+    int old;
+    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+    return old;
+}
 
 // L2-only (bypass the non-coherent L1) global accesses.
 RC_DEVICE float ld_cg_f32(const float* p) {

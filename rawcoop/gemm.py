@@ -454,7 +454,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     # The argument block, packed once; run() rewrites only C/D's maps and the workspace pointers.
     plan.params = KernelParams((plan.map_a, plan.map_b, plan.map_c or plan.map_a, plan.map_a) + plan.scalars +
                                (0, 0) + plan.extra, plan.types)
-    plan.ws_floats = dec.workspace_floats(cfg.block_n) * cluster      # 0 without split tiles
+    # 0 without split tiles; the spread split-K reduction (cooperative kernels) keeps one slot per split
+    plan.ws_floats = dec.workspace_floats(cfg.block_n, not cfg.pingpong and dec.spread(sched.grid)) * cluster
     plan.ws_flags = dec.flag_count() * cluster
     plan.cfg = cfg
     plan.decomposition = dec

@@ -141,8 +141,18 @@ class Decomposition:
         split, splits = self.sk_owner(lo) - first, self.sk_owner((t + 1) * kbs - 1) - first + 1
         return self.tiles_dp + t, split, splits, lo - t * kbs, hi - lo
 
-    def workspace_floats(self, block_n: int) -> int:
-        return self.split_tiles * CONSUMERS * 64 * block_n
+    def spread(self, grid: int) -> bool:
+        """Whether a cooperative kernel (kernels/gemm.cu, SPLIT_SPREAD) reduces
+        this split-K decomposition spread over the splits (each split sums and
+        stores a share of its tile, after all splits stored their partials)
+        rather than in a serial chain: only when every split unit is resident at
+        once, at most one per CTA (cluster) of the ``grid``.  Never stream-K."""
+        return not self.sk_ctas and self.splits > 1 and self.units - self.tiles_dp <= grid
+
+    def workspace_floats(self, block_n: int, spread: bool = False) -> int:
+        """fp32 workspace: a 64 x block_n slot per (split tile, consumer), one per
+        split of it when the reduction is spread."""
+        return self.split_tiles * CONSUMERS * 64 * block_n * (self.splits if spread else 1)
 
     def flag_count(self) -> int:
         return self.split_tiles * CONSUMERS

@@ -826,8 +826,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
-        "python -m rawcoop bench --suite fp8 --fp8-shapes 128x8192x8192 --fp8-block --fp8-block-shapes ",
-        "python bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas",
+        "python bench/ncu_compare.py --shape $s --variants auto --cublas",
     ]
     pos = [text.find(e) for e in expected]
     assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
@@ -837,9 +836,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     assert f"PYTHONPATH={ROOT}" in text and "PYTHONUNBUFFERED=1" in text
     # the time caps: the last step may end at the budget, no later
     caps = [int(c) for c in text.split("(caps ")[1].split(" s,")[0].split("+")]
-    assert sum(caps) + 3 * len(caps) <= 570
+    assert sum(caps) + 3 * len(caps) <= 590        # the device tool allows 600 s per command
     last = text.rsplit("at most ", 1)[1].split("s)")[0]
-    assert int(last) + 3 <= 570
+    assert int(last) + 3 <= 590
 
 
 def test_next_session_default_output_dir_and_bad_argument(tmp_path):

@@ -245,6 +245,11 @@ def planning(monkeypatch):
     return stub_planning(monkeypatch, RESIDENT_CLUSTERS)
 
 
+def _sched_grid(plan):
+    """The kernel's unit stride: launched CTAs / CTAs per cluster."""
+    return plan.grid[0] // plan.cluster[0]
+
+
 def _sched_of(plan):
     km, kn, k, batch, tiles_m, tiles_n, group = plan.scalars[:7]
     return tiles_m, tiles_n, group
@@ -308,7 +313,10 @@ def test_plan_cluster_split_k_workspace_per_rank(planning, cluster):
     plan = build(a, b, _cluster=cluster, _splits=3, _block_n=128)
     dec = plan.decomposition
     assert dec.splits == 3 and dec.tiles == 3 * 5        # 5 x 5 tiles: 3 pairs of rows (2x1) / of columns (1x2)
-    assert plan.ws_floats == dec.workspace_floats(128) * 2 and plan.ws_flags == dec.flag_count() * 2
+    # 45 split units on at most 66 clusters: the cooperative kernel spreads the reduction (a slot per split)
+    assert dec.spread(_sched_grid(plan)) and not plan.cfg.pingpong
+    assert plan.ws_floats == dec.workspace_floats(128, spread=True) * 2 == 3 * dec.workspace_floats(128) * 2
+    assert plan.ws_flags == dec.flag_count() * 2
 
 
 def test_plan_cluster_n_lowp_boxes(planning):

@@ -103,3 +103,69 @@ def test_pdl_chain_is_correct():
         ref = ref @ w.astype(cp.float64)
     e = float(cp.linalg.norm(x.astype(cp.float64) - ref) / cp.linalg.norm(ref))
     assert e < 3e-2, e          # 8 chained bf16 roundings
+
+
+# ------------------------------------------------------------------ spread reduction
+def _define_probe():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "bench" / "define_probe.py"
+    spec = importlib.util.spec_from_file_location("define_probe", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+SPREAD_CASES = [
+    # (m, n, k, dtype, options): one chunk per split (128x256, 4 splits), uneven shares (3 splits),
+    # more splits than chunks (128x64: one chunk, 2 splits), ragged N inside a share, fp32 output
+    # (32-column chunks), C + bias + activation (the C loader's share), clusters, tf32
+    (1024, 1024, 8192, "bfloat16", dict(_block_n=256, _splits=4)),
+    (1000, 900, 4000, "bfloat16", dict(_block_n=256, _splits=3)),
+    (512, 1000, 3000, "float16", dict(_block_n=64, _splits=2)),
+    (500, 900, 3000, "float16", dict(_block_n=128, _splits=3, out_dtype="float32")),
+    (520, 776, 2000, "bfloat16", dict(_block_n=256, _splits=4, epilogue=True)),
+    (1024, 1024, 8192, "bfloat16", dict(_block_n=128, _splits=2, _cluster=2)),
+    (1000, 1000, 4000, "float16", dict(_block_n=256, _splits=3, _cluster=(1, 2), epilogue=True)),
+    (500, 900, 2000, "float32", dict(_block_n=128, _splits=3, precision="tf32")),
+]
+
+
+@pytest.mark.parametrize("m,n,k,dt_name,opts", SPREAD_CASES)
+def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
+    """Cooperative kernels reduce split-K spread over the splits when every split
+    unit is resident (SPLIT_SPREAD, default).  The result must match float64, be
+    bit-identical run to run (the sum's order is fixed), and agree with the chain
+    reduction (SPLIT_SPREAD=0) to rounding: the two sum in different orders."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    opts = dict(opts)
+    epilogue = opts.pop("epilogue", False)
+    out_dtype = opts.pop("out_dtype", None)
+    dt = _dt(dt_name)
+    a, b = _rand(cp, (m, k), dt, 11), _rand(cp, (n, k), dt, 12).T
+    kw = dict(opts, out_dtype=out_dtype, _pingpong=False)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    if epilogue:
+        c = _rand(cp, (m, n), dt, 13)
+        bias = _rand(cp, (n,), cp.float32, 14)
+        kw.update(c=c, beta=0.75, alpha=1.5, bias=bias, activation="relu")
+        ref = cp.maximum(1.5 * ref + 0.75 * c.astype(cp.float64) + bias, 0)
+    plan = _plan_for(a, b, **kw)
+    grid = plan.grid[0] // plan.cluster[0]
+    assert not plan.cfg.pingpong and plan.decomposition.splits == opts["_splits"]
+    assert plan.decomposition.spread(grid), (plan.decomposition, grid)
+    out_name = out_dtype or ("float32" if dt_name == "float32" else dt_name)
+    runs = []
+    for _ in range(2):
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(_dt(out_name))
+        rawcoop.gemm(a, b, out=d, **kw)
+        runs.append(d)
+    probe = _define_probe()
+    with probe.extra_defines((("SPLIT_SPREAD", 0),)):
+        chain = rawcoop.gemm(a, b, **kw)
+    tol = 2e-3 if kw.get("precision") == "tf32" else TOL[out_name]
+    gpu_helpers.assert_rel_err(cp, runs[0], ref, tol)
+    assert cp.array_equal(runs[0].view(cp.uint8), runs[1].view(cp.uint8)), "spread split-K is not deterministic"
+    gpu_helpers.assert_rel_err(cp, runs[0], chain.astype(cp.float64), tol)

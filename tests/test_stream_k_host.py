@@ -9,7 +9,7 @@ import random
 import pytest
 
 from rawcoop import scheduler
-from rawcoop.scheduler import Decomposition, decompose_stream_k
+from rawcoop.scheduler import Decomposition, decompose, decompose_stream_k
 
 from test_lowp_host import build, stub_planning, tn   # noqa: F401  (stub CuPy planning)
 
@@ -277,3 +277,32 @@ def test_capture_fallback_runs_the_data_parallel_plan_only_for_automatic_choices
     with pytest.raises(RuntimeError, match="before begin_capture"):
         G._run_plan(None, Plan(True), None, forced, data_parallel)
     assert issubclass(CaptureWorkspaceError, RuntimeError)
+
+
+def test_spread_split_k_rule():
+    """The spread split-K reduction (kernels/gemm.cu SPLIT_SPREAD): only split-K
+    (never stream-K) whose split units are at most one per CTA of the grid, so
+    that every split a unit waits for is running; the workspace then holds a
+    slot per split."""
+    tail = decompose(64, 1024, 132)                       # 1024^2 x 65536 in 128x128 tiles: 2 splits
+    assert tail.splits == 2 and tail.spread(132) and not tail.spread(127)
+    assert tail.workspace_floats(128, spread=True) == 2 * tail.workspace_floats(128) == 64 * 2 * 2 * 64 * 128
+    wave = decompose(132 + 30, 512, 132)                  # a full wave + 30 tiles in 4 splits (120 units)
+    assert wave.tiles_dp == 132 and wave.splits == 4 and wave.spread(132)
+    forced = decompose(100, 64, 132, splits=2)            # forced on every tile: 200 units > 132 CTAs
+    assert forced.tiles_dp == 0 and not forced.spread(132)
+    assert not decompose(132, 64, 132).spread(132)        # no split tiles
+    assert not decompose_stream_k(116 + 132, 64, 132).spread(132)
+
+
+def test_spread_split_k_workspace_in_plans(monkeypatch):
+    """gemm sizes the workspace for the reduction its kernel will run: a slot per
+    split for cooperative kernels that spread, one slot for ping-pong (chain)."""
+    stub_planning(monkeypatch)
+    a, b = tn(1024, 1024, 8192, "bfloat16")               # 64 tiles of 128x128, 2 splits: 128 units
+    coop = build(a, b, _block_n=128, _pingpong=False, _splits=2)
+    pp = build(a, b, _block_n=128, _pingpong=True, _splits=2)
+    for plan in (coop, pp):
+        assert plan.decomposition.splits == 2 and plan.decomposition.spread(plan.grid[0])
+    assert coop.ws_floats == 2 * pp.ws_floats == 2 * coop.decomposition.workspace_floats(128)
+    assert coop.ws_flags == pp.ws_flags == coop.decomposition.flag_count()
