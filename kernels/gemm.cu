@@ -113,10 +113,13 @@
 // tile of the partial last wave, or (STREAM_K 1, opt-in) one piece of CTA b's
 // equal share of the partial last wave's k-blocks (see scheduler.cuh); tiles
 // run over L·tiles_m·tiles_n in grouped raster order.  The producer runs ahead into the next unit while the
-// consumers run the fix-up/epilogue.  Split-K fix-up: per (tile, consumer) an
-// fp32 workspace slot and a flag; split s waits for flag == s, adds, stores
-// or (last split) runs the epilogue - a fixed reduction order, so results are
-// bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
+// consumers run the fix-up/epilogue.  Split-K fix-up (details at the code):
+// per (tile, consumer) a flag and fp32 workspace; cooperative kernels whose
+// split units are all resident at once (at most one per CTA) spread it: every
+// split stores its partial of the other splits' epilogue chunks, waits for all,
+// sums and stores its own share of the chunks; otherwise a serial chain (split
+// s waits for flag == s, adds, stores or, last, runs the epilogue).  Either
+// way a fixed reduction order: results are bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
 // count the whole box), stores clip.  Operands broadcast over the batch have
 // batch coordinate 0 (bmask).  griddepcontrol.wait follows the prologue, so
 // with programmatic dependent launch the prologue overlaps the previous grid.

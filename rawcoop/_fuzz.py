@@ -812,7 +812,8 @@ def predicted_config(p: Problem, sm_count: int = 132):
     kind_a, kind_b = (kb, ka) if swap else (ka, kb)
     if block and p.block_n is not None and p.block_n not in gc.BLOCK_SCALED_NS:
         raise ValueError(f"_block_n={p.block_n} with block-scaled fp8")
-    block_n = p.block_n or gc.choose_block_n(km, kn, p.batch, sm_count, p.k, one_row_narrow=not block)
+    block_n = p.block_n or gc.choose_block_n(km, kn, p.batch, sm_count, p.k, one_row_narrow=not block,
+                                             wide_split_k=kind_a in (gc.FP16, gc.BF16) and not p.pingpong)
     if block:
         block_n = min(block_n, 128)
     cluster_m, cluster_n = gc.cluster_dims(p.cluster)

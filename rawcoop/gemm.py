@@ -376,7 +376,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_SCALED_NS} for block-scaled fp8 (a tile "
                          f"inside one 128-column scale block; accumulators + promotion temporaries in 128 "
                          f"registers), got {_block_n}")
-    block_n = _block_n or gemm_configs.choose_block_n(km, kn, batch, info.sm_count, k, one_row_narrow=not block)
+    block_n = _block_n or gemm_configs.choose_block_n(
+        km, kn, batch, info.sm_count, k, one_row_narrow=not block,
+        wide_split_k=A[5] in (gemm_configs.FP16, gemm_configs.BF16) and not _pingpong)
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if lowbits and block_n not in gemm_configs.BLOCK_NS:

@@ -402,14 +402,38 @@ def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: 
     return m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
 
 
+WIDE_SPLIT_MIN_K = 8192            # wide_split_k_fits: K each split of a 128x256 tile keeps at least
+
+
+def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bool:
+    """Long-K problems with too few tiles for the SMs in either tiling (both get
+    split-K): 128x256 tiles when they give at least as many units as 128x128
+    tiles and every split keeps >= WIDE_SPLIT_MIN_K of K.  The wider tile does
+    the same work with less power per clock (H200 at its 700 W cap, stop 14:
+    451 vs 487 W/GHz at 1024^2x65536) and, since the spread split-K reduction,
+    without the serial fix-up that made 4 splits slow: 1024^2x65536 bf16
+    128x256 + 4 splits 760 TFLOP/s vs 742 for 128x128 + 2 splits (+2.2%, 5
+    alternating rounds; 0.968 vs 0.946 of cuBLAS).  Not where 128x128 tiles
+    need no split: 1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128
+    (bench/NOTES.md, "stop 14")."""
+    from . import scheduler
+    kb = max(1, -(-k // BLOCK_K))
+    wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count)
+    narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count)
+    return (wide.splits > 1 and narrow.splits > 1 and wide.units >= narrow.units
+            and k // wide.splits >= WIDE_SPLIT_MIN_K)
+
+
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
-                   one_row_narrow: bool = True) -> int:
+                   one_row_narrow: bool = True, wide_split_k: bool = False) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose;
     128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
-    leave SMs idle (split-K fills them: 1024x1024x65536 ran 0.99-1.02 of
-    cuBLAS with 128x128 vs 0.94-0.95 with 128x256 and 4 splits); 128x64 for
+    leave SMs idle (split-K fills them), except long-K split-K problems where
+    128x256 tiles give as many units (``wide_split_k``, 16-bit inputs:
+    :func:`wide_split_k_fits`; before the spread split-K reduction 128x256 +
+    4 splits ran 0.94-0.95 of cuBLAS at 1024x1024x65536); 128x64 for
     narrow N (the swap-AB small-M case).  From the H200 probes in
     bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
     0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99.
@@ -436,6 +460,8 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
         return 128 if short_k_many_waves else 256
     if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
         return 64
+    if wide_split_k and k is not None and wide_split_k_fits(m, n, batches, sm_count, k):
+        return 256
     return 128
 
 
@@ -565,10 +591,10 @@ def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_k
     in_kind = int(in_kind)
     b_kind = in_kind if b_kind == -1 else int(b_kind)
     if choose_swap(None, m, n, batches, sm_count, out_fp32=DEFAULT_OUT[in_kind] == 2, block=False):
-        bn = choose_block_n(n, m, batches, sm_count, k)
+        bn = choose_block_n(n, m, batches, sm_count, k, wide_split_k=in_kind in (FP16, BF16))
         return GemmConfig(bn, b_kind, b_kmajor, a_kmajor, out_type=DEFAULT_OUT[in_kind], d_colmajor=True,
                           pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count), b_kind=in_kind)
-    bn = choose_block_n(m, n, batches, sm_count, k)
+    bn = choose_block_n(m, n, batches, sm_count, k, wide_split_k=in_kind in (FP16, BF16))
     tiles = tile_count(m, n, bn, batches)
     stream_k = choose_stream_k(None, block_n=bn, tiles=tiles, sm_count=sm_count, in_kind=in_kind)
     return GemmConfig(bn, in_kind, a_kmajor, b_kmajor, pingpong=not stream_k and choose_pingpong(bn, tiles, sm_count),

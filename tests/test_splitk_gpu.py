@@ -63,11 +63,16 @@ def test_many_rounds_of_split_units():
 def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
     import cupy as cp
     import rawcoop
+    from rawcoop.gemm import _plan_for
     m, n, k = shape
-    dec = _decomposition(m, n, k, swap=swap)
-    assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
     dt = _dt("bfloat16")
     a, b = _rand(cp, (m, k), dt, 7), _rand(cp, (n, k), dt, 8).T
+    plan = _plan_for(a, b)
+    dec = plan.decomposition
+    assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
+    assert plan.colmajor_d == swap
+    if shape == (1024, 1024, 65536):              # gemm_configs.wide_split_k_fits: 128x256, 4 splits, spread
+        assert plan.cfg.block_n == 256 and dec.splits == 4 and dec.spread(plan.grid[0])
     first = rawcoop.gemm(a, b)
     _check(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), "bfloat16")
     for _ in range(10):
