@@ -848,17 +848,23 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             //   are consecutive and every CTA of the persistent grid is resident; a
             //   unit only waits on lower-numbered units, and the lowest unfinished
             //   unit never waits (its CTA's ring holds its stages in order).
-            u32 ch_lo = 0, ch_hi = kChunks;          // the chunks this unit's epilogue stores
+            // The chunks this unit's epilogue stores: a share of the tile (spread
+            // split-K) or all of it.  Computed here from the unit alone, not inside
+            // the fix-up's branches: assigned there, ptxas no longer proved the
+            // epilogue's chunk tests uniform and moved the mainloop's descriptor and
+            // ring arithmetic off the uniform datapath (block-scaled fp8 ran ~10%
+            // slower, H200 stop 14).
+            const bool spread_unit = RC_SPREAD && spread && w.splits > 1;
+            const u32 ch_lo = spread_unit ? chunk_share(w.split, w.splits) : 0u;
+            const u32 ch_hi = spread_unit ? chunk_share(w.split + 1, w.splits) : kChunks;
             if (w.splits > 1) {
                 // This consumer's slot: its half (cooperative), or the tile's
                 // first half (ping-pong: slots slot and slot + 1, one flag).
                 const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
                 int* flag = flags + slot;
 #if RC_SPREAD
-                if (spread) {
+                if (spread_unit) {
                     const int S = w.splits, me = w.split;
-                    ch_lo = chunk_share(me, S);
-                    ch_hi = chunk_share(me + 1, S);
                     float* ws = workspace + (size_t)slot * size_t(S) * (64 * BLOCK_N);   // slot p at ws + p·64·BLOCK_N
                     float* mine = ws + (size_t)me * (64 * BLOCK_N);
 #pragma unroll

@@ -402,7 +402,7 @@ def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: 
     return m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
 
 
-WIDE_SPLIT_MIN_K = 8192            # wide_split_k_fits: K each split of a 128x256 tile keeps at least
+WIDE_SPLIT_MIN_K = 16384           # wide_split_k_fits: K each split of a 128x256 tile keeps at least
 
 
 def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bool:
@@ -413,9 +413,11 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
     451 vs 487 W/GHz at 1024^2x65536) and, since the spread split-K reduction,
     without the serial fix-up that made 4 splits slow: 1024^2x65536 bf16
     128x256 + 4 splits 760 TFLOP/s vs 742 for 128x128 + 2 splits (+2.2%, 5
-    alternating rounds; 0.968 vs 0.946 of cuBLAS).  Not where 128x128 tiles
-    need no split: 1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128
-    (bench/NOTES.md, "stop 14")."""
+    alternating rounds; 0.968 vs 0.946 of cuBLAS; +2.8% in a second call).
+    Not with shorter splits: 1024x1024x32768 (8192 of K per split) ran 1.1%
+    slower than 128x128 + 2 splits.  Not where 128x128 tiles need no split:
+    1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128 (bench/NOTES.md,
+    "stop 14")."""
     from . import scheduler
     kb = max(1, -(-k // BLOCK_K))
     wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count)

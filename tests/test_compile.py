@@ -236,7 +236,7 @@ def test_tile_choice_rule():
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K) ...
     assert choose_block_n(1024, 1024, 1, 132, 65536, wide_split_k=True) == 256   # ... 16-bit: 256 + 4 splits
-    assert choose_block_n(1024, 1024, 1, 132, 16384, wide_split_k=True) == 128   # splits under 8192 of K
+    assert choose_block_n(1024, 1024, 1, 132, 32768, wide_split_k=True) == 128   # splits under 16384 of K
     assert choose_block_n(1024, 2048, 1, 132, 32768, wide_split_k=True) == 128   # 128x128 needs no split
     assert choose_block_n(512, 512, 1, 132, 65536, wide_split_k=True) == 128     # 8 x 4 splits < 16 x 4
     assert config_for_problem(1024, 1024, 65536, True, True, True).block_n == 256

@@ -67,16 +67,17 @@ def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
     m, n, k = shape
     dt = _dt("bfloat16")
     a, b = _rand(cp, (m, k), dt, 7), _rand(cp, (n, k), dt, 8).T
-    plan = _plan_for(a, b)
+    kw = dict(_swap=True) if swap else {}        # small M runs un-swapped by default (one tile row)
+    plan = _plan_for(a, b, **kw)
     dec = plan.decomposition
     assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
     assert plan.colmajor_d == swap
     if shape == (1024, 1024, 65536):              # gemm_configs.wide_split_k_fits: 128x256, 4 splits, spread
         assert plan.cfg.block_n == 256 and dec.splits == 4 and dec.spread(plan.grid[0])
-    first = rawcoop.gemm(a, b)
+    first = rawcoop.gemm(a, b, **kw)
     _check(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), "bfloat16")
     for _ in range(10):
-        again = rawcoop.gemm(a, b)
+        again = rawcoop.gemm(a, b, **kw)
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "split-K result changed between runs"
 
 
