@@ -20,8 +20,8 @@
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment bench/ncu_compare.py (auto vs cuBLAS kernel time, DRAM/L2/SM) on 128x8192xK for
-#                K = 64, 1024, 8192, on 1024^2x65536 and on 256x16384x4096
+#   7 experiment the long-K split-K tile rule on more shapes (auto vs 128x128 vs 128x256 vs
+#                128x256 + 2x1), and 128x256 variants at 256x16384x4096
 #
 # Time: each step has a cap (CAPS below, 565 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -97,12 +97,14 @@ add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,syncch
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
-# Experiment (stop 14): fixed cost per kernel vs cuBLAS.  ncu kernel time of our default and cuBLAS
-# on 128x8192xK for K = 64, 1024, 8192 (the K = 64 row is launch + prologue + pipeline fill + epilogue:
-# if ours is ~3 us above cuBLAS there, startup explains most of 128x8192x8192's 0.93) and on the two
-# other rows below 0.97 (1024^2x65536, 256x16384x4096) with DRAM/L2/SM throughput.
-add experiment 75 "for s in 128x8192x64 128x8192x1024 128x8192x8192 1024x1024x65536 256x16384x4096; do \
-$PY bench/ncu_compare.py --shape \$s --variants auto --cublas; done"
+# Experiment (stop 15): the long-K split-K tile rule (gemm_configs.wide_split_k_fits, adopted in stop 14
+# from 1024^2 x 32768/65536 only) on other shapes: auto (128x256 + 4 splits where the rule fires) vs
+# block_n=128 (128x128 + auto splits) and block_n=256; 1536x1024x65536 is a negative control (128x128
+# needs no split there, the rule stays off); 256x16384x4096: 128x256 (one wave) and 128x256 + 2x1 (stop
+# 14's power probe: +1.3% over the default 128x128).
+add experiment 75 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
+--shapes 1024x1024x65536,1024x1024x131072,512x2048x65536,2048x512x65536,1536x1024x65536,256x16384x4096 \
+--variants auto,block_n=128,block_n=256,block_n=256:cluster=2 --rounds 5 --iters 20 --json $Q_OUT/exp_wide.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -160,8 +162,8 @@ done
         [ -f "$f" ] || continue
         case "${NAMES[i]}" in
             experiment)
-                echo "--- experiment (last lines):"
-                tail -n 45 "$f" ;;
+                echo "--- experiment:"
+                grep -E '^\| (bf16|fp16) ' "$f" | head -n 30 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then
