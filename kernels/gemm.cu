@@ -386,9 +386,20 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 
 // A consumer warp is done reading a stage: arrive on its empty barrier in every
 // CTA of the cluster (with multicast, each CTA's producer writes into both).
-// Spread split-K: split s of S reduces and stores the epilogue chunks
-// [chunk_share(s, S), chunk_share(s + 1, S)) of its tile (possibly none).
-RC_DEVICE u32 chunk_share(int s, int S) { return u32(s) * kChunks / u32(S); }
+// The epilogue chunks (of kChunks per 64-row half) a unit stores: all of its
+// tile's, except with the spread split-K reduction, where split s of S stores
+// [s·kChunks/S, (s+1)·kChunks/S) (possibly none).  The consumers and the C
+// loader both take it from here.  `spread`: the launch spreads its reductions
+// (RC_SPREAD and every split unit resident, see the kernel).
+struct ChunkRange {
+    bool spread;    // this unit is a split of a spread reduction
+    u32 lo, hi;
+};
+RC_DEVICE ChunkRange epilogue_chunks(const WorkUnit& w, bool spread) {
+    const bool sp = RC_SPREAD && spread && w.splits > 1;
+    return ChunkRange{sp, sp ? u32(w.split) * kChunks / u32(w.splits) : 0u,
+                      sp ? u32(w.split + 1) * kChunks / u32(w.splits) : kChunks};
+}
 // Chain split-K: one slot (64 x BLOCK_N fp32 per 64-row half) per (tile, rank, consumer).
 RC_DEVICE float* ws_chain(float* workspace, int slot) { return workspace + (size_t)slot * (64 * BLOCK_N); }
 
@@ -585,10 +596,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 if (STREAM_K && w.kb_count == 0) continue;   // stream-K: an empty unit
                 // The epilogue's chunks of this unit: all of a tile's for its last
                 // unit (chain), this split's share (spread), none otherwise.
-                const bool spread_unit = spread && w.splits > 1;
-                if (!spread_unit && w.split != w.splits - 1) continue;
-                const u32 ch_lo = spread_unit ? chunk_share(w.split, w.splits) : 0u;
-                const u32 ch_hi = spread_unit ? chunk_share(w.split + 1, w.splits) : kChunks;
+                const ChunkRange chunks = epilogue_chunks(w, spread);
+                if (!chunks.spread && w.split != w.splits - 1) continue;
                 const TileCoord tc = w.tc;
                 const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
                 const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
@@ -596,7 +605,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #pragma unroll 1
                 for (u32 hh = 0; hh < kHalves; ++hh) {
                     const int row = m0 + int(64 * (PINGPONG ? hh : c));
-                    for (u32 jj = ch_lo; jj < ch_hi; ++jj, ++e) {
+                    for (u32 jj = chunks.lo; jj < chunks.hi; ++jj, ++e) {
                         const int col = n0 + int(jj * kEpiCols);
                         if (col >= N) break;
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
@@ -834,7 +843,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             //   at most one per CTA): split s stores its partial of the chunks
             //   the others own into its own slot (S slots), counts the flag up and
             //   waits until all S did; then it sums its own chunks
-            //   [chunk_share(s), chunk_share(s + 1)): its registers first, then the
+            //   [s·C/S, (s+1)·C/S): its registers first, then the
             //   other splits' slots in split order (in place: no second register
             //   tile), and runs the epilogue on them.  A second count after the
             //   wait tells the last split that every split is past it: it zeroes
@@ -854,16 +863,15 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // epilogue's chunk tests uniform and moved the mainloop's descriptor and
             // ring arithmetic off the uniform datapath (block-scaled fp8 ran ~10%
             // slower, H200 stop 14).
-            const bool spread_unit = RC_SPREAD && spread && w.splits > 1;
-            const u32 ch_lo = spread_unit ? chunk_share(w.split, w.splits) : 0u;
-            const u32 ch_hi = spread_unit ? chunk_share(w.split + 1, w.splits) : kChunks;
+            const ChunkRange chunks = epilogue_chunks(w, spread);
+            const u32 ch_lo = chunks.lo, ch_hi = chunks.hi;
             if (w.splits > 1) {
                 // This consumer's slot: its half (cooperative), or the tile's
                 // first half (ping-pong: slots slot and slot + 1, one flag).
                 const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
                 int* flag = flags + slot;
 #if RC_SPREAD
-                if (spread_unit) {
+                if (chunks.spread) {
                     const int S = w.splits, me = w.split;
                     float* ws = workspace + (size_t)slot * size_t(S) * (64 * BLOCK_N);   // slot p at ws + p·64·BLOCK_N
                     float* mine = ws + (size_t)me * (64 * BLOCK_N);
