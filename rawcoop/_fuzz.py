@@ -771,8 +771,8 @@ def call_kwargs(p: Problem, arrays: dict) -> dict:
 def predicted_config(p: Problem, sm_count: int = 132):
     """The :class:`~rawcoop.gemm_configs.GemmConfig` ``rawcoop.gemm`` should
     pick for ``p`` (no tuned table), without a GPU: gemm's own input-kind
-    and layout classification on the drawn dtypes and strides, then its
-    swap / tile / ping-pong rules (with the block-scaled restrictions).  Also
+    and layout classification on the drawn dtypes and strides, then the
+    configuration function gemm itself calls (gemm_configs.plan_config).  Also
     checks on the CPU what gemm validates about kinds, strides and forced
     options (raises TypeError/ValueError like gemm would).  The CPU tests
     compare it with the configuration of gemm's real plan on stub arrays."""
@@ -804,37 +804,11 @@ def predicted_config(p: Problem, sm_count: int = 132):
         if p.bias_dtype not in allowed:
             raise TypeError(f"bias {p.bias_dtype} with {p.in_dtype} inputs")
         bias_kind = gc.BIAS_TYPES[p.bias_dtype]
-    if block and p.swap:
-        raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel")
-    swap = gc.choose_swap(p.swap, p.m, p.n, p.batch, sm_count, out_fp32=p.out_dtype == "float32", block=block)
-    km, kn = (p.n, p.m) if swap else (p.m, p.n)
-    ak, bk = (b_kmajor, a_kmajor) if swap else (a_kmajor, b_kmajor)
-    kind_a, kind_b = (kb, ka) if swap else (ka, kb)
-    if block and p.block_n is not None and p.block_n not in gc.BLOCK_SCALED_NS:
-        raise ValueError(f"_block_n={p.block_n} with block-scaled fp8")
-    block_n = p.block_n or gc.choose_block_n(km, kn, p.batch, sm_count, p.k, one_row_narrow=not block,
-                                             wide_split_k=kind_a in (gc.FP16, gc.BF16) and not p.pingpong)
-    if block:
-        block_n = min(block_n, 128)
-    cluster_m, cluster_n = gc.cluster_dims(p.cluster)
-    if cluster_m == 2 and block_n < 128:
-        raise ValueError("_cluster=2 needs a 128- or 256-wide tile")
-    if p.streamk and (p.splits is not None or (cluster_m, cluster_n) != (1, 1) or p.pingpong):
-        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters")
-    tiles = gc.tile_count(km, kn, block_n, p.batch)
-    stream_k = gc.choose_stream_k(True if p.streamk else None, block_n=block_n, tiles=tiles, sm_count=sm_count,
-                                  in_kind=kind_a, swap=swap, block=block, splits=p.splits,
-                                  cluster=(cluster_m, cluster_n), pingpong=p.pingpong)
-    pingpong = (bool(p.pingpong) if p.pingpong is not None else not block and not stream_k and
-                gc.choose_pingpong(block_n, tiles, sm_count))
-    if pingpong and block_n > 128:
-        raise ValueError("_pingpong needs a tile of at most 128 columns")
-    if pingpong and block and block_n != 64:
-        raise ValueError("_pingpong with block-scaled fp8 needs _block_n=64")
-    return gc.GemmConfig(block_n, kind_a, ak, bk, gc.OUT_TYPES[p.out_dtype], use_c,
-                         (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap,
-                         gc.ACTIVATIONS[p.activation], cluster_m=cluster_m, cluster_n=cluster_n, pingpong=pingpong,
-                         b_kind=kind_b, scale_mode=int(block), stream_k=stream_k)
+    return gc.plan_config(p.m, p.n, p.k, p.batch, sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor),
+                          out_name=p.out_dtype, use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind,
+                          activation=p.activation, block=block, block_n=p.block_n, swap=p.swap,
+                          cluster=p.cluster, splits=p.splits, pingpong=p.pingpong,
+                          streamk=True if p.streamk else None)
 
 
 # ---------------------------------------------------------------- GPU side

@@ -60,7 +60,7 @@ import numpy as np
 
 from . import device as _device
 from . import gemm_configs, scheduler, tma, tuning, workspace
-from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES, GemmConfig
+from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES
 from ._reference import activation as activation_reference
 from .launch import F32, I32, PTR, TENSOR_MAP, KernelParams, get_kernel
 from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check_array, check_out, dtype_name,
@@ -356,13 +356,14 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
             _pingpong, _streamk = tuned.get("pingpong"), tuned.get("streamk")
-    if block and _swap:
-        raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
-                         "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
-                         "runs un-swapped")
     out_fp32 = out_name == "float32"
     swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_fp32, block=block)  # tune may swap
-    swap = gemm_configs.choose_swap(_swap, m, n, batch, info.sm_count, out_fp32=out_fp32, block=block)
+    cfg = gemm_configs.plan_config(
+        m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
+        use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
+        block=block, block_n=_block_n, swap=_swap, cluster=_cluster, splits=_splits, pingpong=_pingpong,
+        streamk=_streamk)
+    swap, stream_k = cfg.d_colmajor, cfg.stream_k
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
     # a is column-major; each keeps its own kind, so mixed fp8 kinds swap too.)
@@ -372,38 +373,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     else:
         km, kn = m, n
         A, B = (a, a_kmajor, a_pitch, a_bs, a_batched, ka), (b, b_kmajor, b_pitch, b_bs, b_batched, kb)
-    if block and _block_n is not None and _block_n not in gemm_configs.BLOCK_SCALED_NS:
-        raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_SCALED_NS} for block-scaled fp8 (a tile "
-                         f"inside one 128-column scale block; accumulators + promotion temporaries in 128 "
-                         f"registers), got {_block_n}")
-    block_n = _block_n or gemm_configs.choose_block_n(
-        km, kn, batch, info.sm_count, k, one_row_narrow=not block,
-        wide_split_k=A[5] in (gemm_configs.FP16, gemm_configs.BF16) and not _pingpong)
-    if block:
-        block_n = min(block_n, 128)             # 128x256 is not built block-scaled
-    if lowbits and block_n not in gemm_configs.BLOCK_NS:
-        raise ValueError(f"_block_n must be one of {gemm_configs.BLOCK_NS} for {in_name} inputs, got {block_n}")
-    c_colmajor_kernel = (not c_rowmajor) != swap if use_c else False
-    cluster_m, cluster_n = gemm_configs.cluster_dims(_cluster)      # 2 means (2, 1)
-    if cluster_m == 2 and block_n < 128:
-        raise ValueError(f"_cluster={_cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    if _streamk and (_splits is not None or (cluster_m, cluster_n) != (1, 1) or _pingpong):
-        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
-                         f"_splits (got _splits={_splits!r}, _cluster={_cluster!r}, _pingpong={_pingpong!r})")
-    tiles = gemm_configs.tile_count(km, kn, block_n, batch)
-    stream_k = gemm_configs.choose_stream_k(
-        _streamk, block_n=block_n, tiles=tiles, sm_count=info.sm_count, in_kind=A[5], swap=swap, block=block,
-        splits=_splits, cluster=(cluster_m, cluster_n), pingpong=_pingpong)
-    pingpong = (bool(_pingpong) if _pingpong is not None else not block and not stream_k and
-                gemm_configs.choose_pingpong(block_n, tiles, info.sm_count))
-    if pingpong and block_n > 128:
-        raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
-    if pingpong and block and block_n != 64:
-        raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
-                         f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
-    cfg = GemmConfig(block_n, A[5], A[1], B[1], OUT_TYPES[out_name], use_c,
-                     c_colmajor_kernel, swap, bias_kind, swap, ACTIVATIONS[activation], cluster_m=cluster_m,
-                     pingpong=pingpong, b_kind=B[5], cluster_n=cluster_n, scale_mode=int(block), stream_k=stream_k)
+    cluster_m, cluster_n = cfg.cluster
     kernel = get_kernel(cfg.spec)
     # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
     # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
@@ -439,7 +409,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1
-        plan.map_c = plan.epilogue_map(c.data.ptr, c_colmajor_kernel, c_pitch,
+        plan.map_c = plan.epilogue_map(c.data.ptr, cfg.c_colmajor, c_pitch,
                                        c_bs if c_batched else round16(c_pitch * max(m, n)), c_l)
     bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,

@@ -105,6 +105,11 @@ class GemmConfig:
                                  f"{' ping-pong' if self.pingpong else ''}")
         if self.stream_k and (self.pingpong or self.cluster_size > 1):
             raise ValueError("stream-K configurations (stream_k=True) are cooperative and without clusters")
+        if self.bias == 0 and self.bias_on_rows:
+            # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
+            # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
+            # warm-up never compiled (found in stop 14).
+            object.__setattr__(self, "bias_on_rows", False)
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
@@ -509,6 +514,63 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
         return False
     full_waves, tail = divmod(tiles, sm_count)
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
+
+
+def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
+                kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
+                activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
+                streamk=None) -> GemmConfig:
+    """The kernel configuration for a validated problem (the user's M x N x K,
+    ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
+    rules choose), in this order: swap-AB (:func:`choose_swap`), tile width
+    (:func:`choose_block_n`, at most 128 block-scaled), cluster, stream-K
+    (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`).  Raises
+    ValueError for forced options that no kernel combines.  One function for
+    rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
+    ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
+    operands are the user's N, M, b, a)."""
+    if block and swap:
+        raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
+                         "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
+                         "runs un-swapped")
+    out_fp32 = out_name == "float32"
+    swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
+    km, kn = (n, m) if swap else (m, n)
+    kind_a, kind_b = (kinds[1], kinds[0]) if swap else kinds
+    a_kmajor, b_kmajor = (kmajor[1], kmajor[0]) if swap else kmajor
+    if block and block_n is not None and block_n not in BLOCK_SCALED_NS:
+        raise ValueError(f"_block_n must be one of {BLOCK_SCALED_NS} for block-scaled fp8 (a tile inside one "
+                         f"128-column scale block; accumulators + promotion temporaries in 128 registers), "
+                         f"got {block_n}")
+    forced_block_n = block_n
+    block_n = block_n or choose_block_n(km, kn, batch, sm_count, k, one_row_narrow=not block,
+                                        wide_split_k=kind_a in (FP16, BF16) and not pingpong)
+    if block:
+        block_n = min(block_n, 128)             # 128x256 is not built block-scaled
+    if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:
+        raise ValueError(f"_block_n must be one of {BLOCK_NS} for {KIND_NAMES[kind_a]} inputs, got "
+                         f"{forced_block_n}")
+    cluster_m, cluster_n = cluster_dims(cluster)      # 2 means (2, 1)
+    if cluster_m == 2 and block_n < 128:
+        raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
+    if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or pingpong):
+        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
+                         f"_splits (got _splits={splits!r}, _cluster={cluster!r}, _pingpong={pingpong!r})")
+    tiles = tile_count(km, kn, block_n, batch)
+    stream_k = choose_stream_k(streamk, block_n=block_n, tiles=tiles, sm_count=sm_count, in_kind=kind_a,
+                               swap=swap, block=block, splits=splits, cluster=(cluster_m, cluster_n),
+                               pingpong=pingpong)
+    pingpong = (bool(pingpong) if pingpong is not None else
+                not block and not stream_k and choose_pingpong(block_n, tiles, sm_count))
+    if pingpong and block_n > 128:
+        raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
+    if pingpong and block and block_n != 64:
+        raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
+                         f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
+    return GemmConfig(block_n, kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
+                      (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap, ACTIVATIONS[activation],
+                      cluster_m=cluster_m, pingpong=pingpong, b_kind=kind_b, cluster_n=cluster_n,
+                      scale_mode=int(block), stream_k=stream_k)
 
 
 def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
