@@ -306,3 +306,24 @@ def test_spread_split_k_workspace_in_plans(monkeypatch):
         assert plan.decomposition.splits == 2 and plan.decomposition.spread(plan.grid[0])
     assert coop.ws_floats == 2 * pp.ws_floats == 2 * coop.decomposition.workspace_floats(128)
     assert coop.ws_flags == pp.ws_flags == coop.decomposition.flag_count()
+
+
+@pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (1024, 1024, 65536),
+                                 (3456, 4096, 8192), (1792, 3840, 8192), (2048, 2048, 8192), (128, 8192, 8192),
+                                 (96, 8192, 8192), (16, 8192, 8192), (16, 4096, 8192), (1, 4096, 4096)], ids=str)
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("b_kmajor", [True, False])
+def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajor):
+    """A plain 16-bit GEMM (no C, bias or activation) runs a kernel that
+    `python -m rawcoop warmup` (gemm_configs.all_configs) compiles, whatever
+    tile, decomposition, ping-pong or swap-AB the rules pick.  (Swap-AB plans
+    used to name BIAS_ON_ROWS=1 without a bias: a kernel nothing warmed.)"""
+    from test_lowp_host import StubArray
+    from rawcoop import gemm_configs
+    stub_planning(monkeypatch)
+    m, n, k = mnk
+    a, b = tn(m, n, k, dt)
+    if not b_kmajor:
+        b = StubArray((k, n), b.dtype)
+    plan = build(a, b)
+    assert plan.cfg.spec in set(gemm_configs.all_specs()), plan.cfg.spec.label
