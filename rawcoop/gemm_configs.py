@@ -649,20 +649,14 @@ column-major (K, N)."""
 def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_kmajor: bool,
                        sm_count: int = 132, batches: int = 1, b_kind: int = -1) -> GemmConfig:
     """The configuration rawcoop.gemm picks for a plain-epilogue problem with
-    the default output type (no tuning table): swap-AB as :func:`choose_swap`
-    says, then the tile rule.
-    ``in_kind``/``b_kind``: a's and b's input kinds (True/False: bf16/fp16)."""
+    the default output type (no tuning table): :func:`plan_config` with no
+    forced option.  ``in_kind``/``b_kind``: a's and b's input kinds
+    (True/False: bf16/fp16)."""
     in_kind = int(in_kind)
     b_kind = in_kind if b_kind == -1 else int(b_kind)
-    if choose_swap(None, m, n, batches, sm_count, out_fp32=DEFAULT_OUT[in_kind] == 2, block=False):
-        bn = choose_block_n(n, m, batches, sm_count, k, wide_split_k=in_kind in (FP16, BF16))
-        return GemmConfig(bn, b_kind, b_kmajor, a_kmajor, out_type=DEFAULT_OUT[in_kind], d_colmajor=True,
-                          pingpong=choose_pingpong(bn, tile_count(n, m, bn, batches), sm_count), b_kind=in_kind)
-    bn = choose_block_n(m, n, batches, sm_count, k, wide_split_k=in_kind in (FP16, BF16))
-    tiles = tile_count(m, n, bn, batches)
-    stream_k = choose_stream_k(None, block_n=bn, tiles=tiles, sm_count=sm_count, in_kind=in_kind)
-    return GemmConfig(bn, in_kind, a_kmajor, b_kmajor, pingpong=not stream_k and choose_pingpong(bn, tiles, sm_count),
-                      b_kind=b_kind, stream_k=stream_k)
+    out_name = {v: name for name, v in OUT_TYPES.items()}[DEFAULT_OUT[in_kind]]
+    return plan_config(m, n, k, batches, sm_count, kinds=(in_kind, b_kind), kmajor=(bool(a_kmajor), bool(b_kmajor)),
+                       out_name=out_name, use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
 
 
 def tile_count(m: int, n: int, block_n: int, batches: int = 1) -> int:

@@ -327,3 +327,5 @@ def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajo
         b = StubArray((k, n), b.dtype)
     plan = build(a, b)
     assert plan.cfg.spec in set(gemm_configs.all_specs()), plan.cfg.spec.label
+    kind = gemm_configs.IN_KINDS[dt]
+    assert gemm_configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
