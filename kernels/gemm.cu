@@ -208,6 +208,9 @@
 #define BS_TWO_TMP 1
 #endif
 #define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
+#ifndef UNIFORM_CONSUMER    // experiment (stop 14, not yet measured): the consumer index through redux.sync, see below
+#define UNIFORM_CONSUMER 0
+#endif
 #ifndef SPLIT_SPREAD        // split-K: every split reduces and stores a share of the tile's chunks (1) or a serial chain (0)
 #define SPLIT_SPREAD 1
 #endif
@@ -623,7 +626,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     } else {
         // ============================================================ consumers
         setmaxnreg_inc<232>();
+#if UNIFORM_CONSUMER
+        const u32 c = warp_uniform(wg - 1);
+#else
         const u32 c = wg - 1;
+#endif
         const u32 tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
         const u32 epi = base + kOffEpi + c * kEpiBuffers * kEpiBytes;
 #if RC_FP8 && !RC_BLOCK_SCALED

@@ -262,6 +262,19 @@ RC_DEVICE int ld_acquire_gpu(const int* p) {
 RC_DEVICE void st_release_gpu(int* p, int v) {
     asm volatile("st.release.gpu.global.s32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 }
+// x, which must be the same in every lane of the warp, in a form ptxas can
+// prove warp-uniform (redux.sync's result is): values derived from threadIdx
+// (a warpgroup's index) are not, and control flow on them keeps the loop
+// state that depends on it off the uniform datapath.  (stop 14, UNIFORM_CONSUMER:
+// with the consumer index through here the ping-pong mainloop's wgmma
+// descriptors move to U* instructions, 74 -> 57 instructions per k-block, and
+// the cooperative ones lose their R2UR copies; nvdisasm, not yet timed.)
+RC_DEVICE u32 warp_uniform(u32 x) {
+    u32 r;
+    asm volatile("redux.sync.min.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(x));
+    return r;
+}
+
 RC_DEVICE void nanosleep_ns(u32 ns) { asm volatile("nanosleep.u32 %0;" :: "r"(ns)); }
 // Count up a flag after this thread's (and, through a preceding barrier, its
 // warpgroup's) workspace stores: they are visible to whoever acquires the new count.

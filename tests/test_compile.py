@@ -360,3 +360,29 @@ def test_empty_nvrtc_log_leaves_shared_bytes_alone():
     assert r.cubin[:4] == b"\x7fELF"
     # (comparing against bytes([32]) would not do: that is the same shared object)
     assert " ".encode()[0] == 32 and b" "[0] == 32 and chr(32).encode()[0] == 32
+
+
+def _uniform_consumer_configs():
+    from rawcoop import gemm_configs as g
+    return [g.GemmConfig(128, g.BF16, pingpong=True), g.GemmConfig(256, g.BF16), g.GemmConfig(128, g.FP16, False, False),
+            g.GemmConfig(128, g.E4M3, scale_mode=1), g.GemmConfig(64, g.E4M3, scale_mode=1, pingpong=True),
+            g.GemmConfig(256, g.E4M3), g.GemmConfig(128, g.TF32, out_type=2), g.GemmConfig(256, g.BF16, stream_k=True),
+            g.GemmConfig(128, g.BF16, True, False, True, True, cluster_m=2, bias=1, act=2)]
+
+
+@pytest.mark.parametrize("cfg", _uniform_consumer_configs(), ids=lambda c: c.spec.label)
+def test_uniform_consumer_experiment_compiles(cfg):
+    """UNIFORM_CONSUMER=1 (experiment, off by default): the consumer index
+    through redux.sync; the kernels compile without spills or serialised
+    wgmma, with the same wgmma and TMA instructions as the default."""
+    spec = compiler.KernelSpec(cfg.spec.source, cfg.spec.name,
+                               tuple(sorted(cfg.spec.defines + (("UNIFORM_CONSUMER", 1),))))
+    r = compiler.compile_spec(spec, want_ptx=True)
+    assert "redux.sync.min.u32" in r.ptx
+    usage = _usage(r)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert "C7508" not in r.log and "C7517" not in r.log and "C7514" not in r.log, r.log
+    plain = compiler.compile_spec(cfg.spec, want_ptx=True).ptx
+    assert "redux.sync" not in plain                      # the default kernels are untouched
+    for instr in ("wgmma.mma_async", _TMA_LOAD):
+        assert r.ptx.count(instr) == plain.count(instr), instr
