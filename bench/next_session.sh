@@ -20,8 +20,8 @@
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment the long-K split-K tile rule on more shapes (auto vs 128x128 vs 128x256 vs
-#                128x256 + 2x1), and 128x256 variants at 256x16384x4096
+#   7 experiment bench/define_ab.py UNIFORM_CONSUMER=1 vs default (ping-pong, cooperative, fp8, block-scaled);
+#                the long-K split-K tile rule on more shapes, 128x256 variants at 256x16384x4096
 #
 # Time: each step has a cap (CAPS below, 565 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -97,14 +97,19 @@ add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,syncch
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
-# Experiment (stop 15): the long-K split-K tile rule (gemm_configs.wide_split_k_fits, adopted in stop 14
-# from 1024^2 x 32768/65536 only) on other shapes: auto (128x256 + 4 splits where the rule fires) vs
-# block_n=128 (128x128 + auto splits) and block_n=256; 1536x1024x65536 is a negative control (128x128
-# needs no split there, the rule stays off); 256x16384x4096: 128x256 (one wave) and 128x256 + 2x1 (stop
-# 14's power probe: +1.3% over the default 128x128).
-add experiment 75 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
+# Experiment (stop 15).  (1) UNIFORM_CONSUMER=1 (kernels/gemm.cu, off by default): the consumer index
+# through redux.sync, which ptxas can prove warp-uniform; SASS (stop 14, nvdisasm): the ping-pong mainloop
+# moves its wgmma descriptors to the uniform datapath (74 -> 57 instructions per k-block, 24 R2UR -> 0),
+# block-scaled 128x128 loses 37 of 572 mainloop instructions.  Same-process A/B (bench/define_ab.py).
+# Adopt if b_vs_a > 1 on the ping-pong and block-scaled rows and nowhere < 0.99.  (2) The long-K split-K
+# tile rule (gemm_configs.wide_split_k_fits, stop 14) on more shapes: auto vs 128x128 vs 128x256;
+# 1536x1024x65536 is a negative control (the rule stays off); 256x16384x4096: 128x256 variants.
+add experiment 75 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
+--shapes 4096x4096x4096,4096x14336x4096,8192x8192x8192,1024x1024x65536,128x8192x8192 \
+--fp8-shapes 4096x4096x4096 --block-shapes 4096x7168x16384,4096x4096x7168 --json $Q_OUT/exp_uniform.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16 \
 --shapes 1024x1024x65536,1024x1024x131072,512x2048x65536,2048x512x65536,1536x1024x65536,256x16384x4096 \
---variants auto,block_n=128,block_n=256,block_n=256:cluster=2 --rounds 5 --iters 20 --json $Q_OUT/exp_wide.json"
+--variants auto,block_n=128,block_n=256,block_n=256:cluster=2 --rounds 3 --iters 20 --json $Q_OUT/exp_wide.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -163,7 +168,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment:"
-                grep -E '^\| (bf16|fp16) ' "$f" | head -n 30 ;;
+                grep -E '^\{"kind"|^\| (bf16|fp16) ' "$f" | head -n 40 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then

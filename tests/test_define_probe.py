@@ -62,3 +62,35 @@ def test_main_splits_its_arguments_from_the_bench_ones(monkeypatch):
     assert p.main(["--defines", "BS_SB_AHEAD=1", "--block-scaled-only", "--", "--suite", "fp8", "--fp8-block"]) == 0
     assert seen["argv"] == ["--suite", "fp8", "--fp8-block"]
     assert ("BS_SB_AHEAD", 1) in seen["defines"]
+
+
+def _ab():
+    spec = importlib.util.spec_from_file_location("define_ab", ROOT / "bench" / "define_ab.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_define_ab_arguments():
+    ab = _ab()
+    args = ab.parse_args(["--defines", "UNIFORM_CONSUMER=1", "--shapes", "4096x4096x4096,128x8192x8192",
+                          "--dtype", "bfloat16,float16", "--block-shapes", "4096x7168x16384", "--rounds", "3"])
+    assert args.defines == (("UNIFORM_CONSUMER", 1),) and args.rounds == 3 and args.iters == 20
+    assert args.shapes == [(4096, 4096, 4096), (128, 8192, 8192)] and args.fp8_shapes == []
+    assert args.block_shapes == [(4096, 7168, 16384)] and args.dtype == ["bfloat16", "float16"]
+    for bad in (["--defines", "X=1"], ["--defines", "X", "--shapes", "64x64x64"],
+                ["--defines", "X=1", "--shapes", "64x64x64", "--rounds", "0"]):
+        with pytest.raises(SystemExit):
+            ab.parse_args(bad)
+
+
+def test_define_ab_summary():
+    """b_vs_a is the median over rounds of A time / B time (> 1: B faster);
+    ratios to cuBLAS are cuBLAS time / side time."""
+    ab = _ab()
+    times = {"cuBLAS": [1.0, 1.0, 1.0], "A": [1.0, 2.0, 1.0], "B": [0.5, 1.0, 1.25]}
+    row = ab._summary({}, 2e12, times)
+    assert row["b_vs_a"] == 2.0 and row["b_vs_a_range"] == [0.8, 2.0]
+    assert row["a_tflops"] == 2.0 and row["b_tflops"] == 2.0
+    assert row["a_vs_cublas"] == 1.0 and row["b_vs_cublas"] == 1.0
+    assert "cublas_tflops" not in ab._summary({}, 1.0, {"A": [1.0], "B": [1.0]})
