@@ -20,8 +20,8 @@
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
-#   7 experiment bench/define_ab.py UNIFORM_CONSUMER=1 vs default (ping-pong, cooperative, fp8, block-scaled);
-#                the long-K split-K tile rule on more shapes, 128x256 variants at 256x16384x4096
+#   7 experiment bench/define_ab.py: BS_SB_AFTER_FENCE=1 (block-scaled) and UNIFORM_CONSUMER=1 vs the
+#                defaults; the long-K split-K tile rule on more shapes
 #
 # Time: each step has a cap (CAPS below, 565 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -97,19 +97,24 @@ add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,syncch
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
-# Experiment (stop 15).  (1) UNIFORM_CONSUMER=1 (kernels/gemm.cu, off by default): the consumer index
-# through redux.sync, which ptxas can prove warp-uniform; SASS (stop 14, nvdisasm): the ping-pong mainloop
-# moves its wgmma descriptors to the uniform datapath (74 -> 57 instructions per k-block, 24 R2UR -> 0),
-# block-scaled 128x128 loses 37 of 572 mainloop instructions.  Same-process A/B (bench/define_ab.py).
-# Adopt if b_vs_a > 1 on the ping-pong and block-scaled rows and nowhere < 0.99.  (2) The long-K split-K
-# tile rule (gemm_configs.wide_split_k_fits, stop 14) on more shapes: auto vs 128x128 vs 128x256;
-# 1536x1024x65536 is a negative control (the rule stays off); 256x16384x4096: 128x256 variants.
-add experiment 75 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
+# Experiment (stop 15), same-process A/Bs with bench/define_ab.py (b_vs_a > 1: the switch is faster;
+# b_rel_diff must be 0, both switches change no arithmetic), then one bench:
+# (1) BS_SB_AFTER_FENCE=1: block-scaled fp8 reads B's scale after the stage's fence.proxy.async, which is
+#     MEMBAR.ALL.CTA in SASS and so waits for the SB load issued 22-49 instructions before it (every
+#     k-block an L2 round trip on the consumer's critical path; stop 14, nvdisasm).
+# (2) UNIFORM_CONSUMER=1: the consumer index through redux.sync (ptxas can prove it warp-uniform): the
+#     ping-pong mainloop moves its wgmma descriptors to the uniform datapath (74 -> 57 instructions per
+#     k-block), block-scaled 128x128 loses 37 of 572 mainloop instructions.
+# Adopt a switch if it is faster on its rows and nowhere below 0.99.  (3) The long-K split-K tile rule
+# (wide_split_k_fits, stop 14) on more shapes; 1536x1024x65536 is a negative control.
+add experiment 75 "$PY bench/define_ab.py --defines BS_SB_AFTER_FENCE=1 --rounds 5 \
+--block-shapes 4096x7168x16384,4096x4096x7168,128x7168x16384 --json $Q_OUT/exp_sb_after_fence.json; \
+$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
 --shapes 4096x4096x4096,4096x14336x4096,8192x8192x8192,1024x1024x65536,128x8192x8192 \
 --fp8-shapes 4096x4096x4096 --block-shapes 4096x7168x16384,4096x4096x7168 --json $Q_OUT/exp_uniform.json; \
 $PY -m rawcoop bench --suite main --dtype bfloat16 \
 --shapes 1024x1024x65536,1024x1024x131072,512x2048x65536,2048x512x65536,1536x1024x65536,256x16384x4096 \
---variants auto,block_n=128,block_n=256,block_n=256:cluster=2 --rounds 3 --iters 20 --json $Q_OUT/exp_wide.json"
+--variants auto,block_n=128,block_n=256 --rounds 3 --iters 20 --json $Q_OUT/exp_wide.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1

@@ -208,6 +208,9 @@
 #define BS_TWO_TMP 1
 #endif
 #define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
+#ifndef BS_SB_AFTER_FENCE   // experiment (stop 14, not yet measured): block-scaled SB read after the stage's proxy fence
+#define BS_SB_AFTER_FENCE 0  // (fence.proxy.async is MEMBAR.ALL.CTA in SASS: it waits for the SB load issued just before)
+#endif
 #ifndef UNIFORM_CONSUMER    // experiment (stop 14, not yet measured): the consumer index through redux.sync, see below
 #define UNIFORM_CONSUMER 0
 #endif
@@ -785,8 +788,13 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 auto finish = [&](float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
                                   const float (&sa1)[kHalves], int kb) {
                     fence_operand(t);
+#if BS_SB_AFTER_FENCE
+                    retire(t, s, sa0, sa1);                      // (its shift leaves sbq[AHEAD - 1] stale)
+                    sbq[BS_SB_AHEAD - 1] = sb_load(kb + BS_SB_AHEAD);
+#else
                     sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
                     retire(t, s, sa0, sa1);
+#endif
                 };
                 // The steady state has no conditional issue (a wgmma result merged from two paths
                 // would make the compiler copy registers an in-flight wgmma writes: C7514); the
