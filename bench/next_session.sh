@@ -19,7 +19,8 @@
 #                shows the last case run if the step hits its cap)
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
-#                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm)
+#                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm); the short fp8 and
+#                small-M rows again with --timing batch (kernels back to back: not host-bound)
 #   7 experiment bench/define_ab.py: BS_SB_AFTER_FENCE=1 (block-scaled) and UNIFORM_CONSUMER=1 vs the
 #                defaults; the long-K split-K tile rule on more shapes
 #
@@ -96,7 +97,9 @@ add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --log $Q_OUT/fuzz_cases.jso
 add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
---json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json"
+--json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json; \
+$PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
+--iters 50 --json $Q_OUT/bench_batch.json"
 # Experiment (stop 15), same-process A/Bs with bench/define_ab.py (b_vs_a > 1: the switch is faster;
 # b_rel_diff must be 0, both switches change no arithmetic), then one bench:
 # (1) BS_SB_AFTER_FENCE=1: block-scaled fp8 reads B's scale after the stage's fence.proxy.async, which is

@@ -9,7 +9,9 @@ so the clock, depends on the data); inputs rotated across several sets when
 one set would fit in L2 (3x L2 in total, at most 8 sets); warm-up (3 calls
 per side on every set, so no plan is built inside a timed call); in each of
 R rounds rawcoop and the baseline alternate, each timed per call with CUDA
-events (median of ``iters`` calls); the reported ratio is the median over
+events (median of ``iters`` calls; ``--timing batch``: one event pair around
+the ``iters`` calls instead, for short kernels whose per-call timing would
+measure the host); the reported ratio is the median over
 rounds of baseline_time / rawcoop_time (> 1: rawcoop faster), because clocks
 and power drift by up to ~10% within a run.  The table also gives the min-max
 of the per-round ratios and each side's fraction of the dense peak of an
@@ -329,6 +331,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                          + ",".join(TF32_SHAPES) + ")")
     ap.add_argument("--rounds", type=_positive_int, default=5, metavar="R", help="rounds of alternating timing (default 5)")
     ap.add_argument("--iters", type=_positive_int, default=20, metavar="N", help="timed calls per side and round (default 20)")
+    ap.add_argument("--timing", choices=TIMINGS, default="calls",
+                    help="calls: median of per-call CUDA event pairs (default); batch: one event pair around "
+                         "the round's calls, per call (back to back: kernel time for short kernels whose "
+                         "per-call timing is host-bound)")
     ap.add_argument("--json", metavar="PATH", help="write every row, every round and the environment here")
     ap.add_argument("--plot", metavar="PNG", help="draw rawcoop vs cuBLAS TFLOP/s per shape into this PNG "
                                                   "(needs matplotlib)")
@@ -341,13 +347,35 @@ def build_parser(prog: str = "python -m rawcoop bench") -> argparse.ArgumentPars
 
 
 # ---------------------------------------------------------------- timing
-def time_calls(cp, fn, n_sets: int, iters: int, host: list | None = None) -> float:
-    """Median seconds of ``iters`` calls of ``fn(i % n_sets)``, each between two CUDA events.
+TIMINGS = ("calls", "batch")
 
+
+def time_calls(cp, fn, n_sets: int, iters: int, host: list | None = None, timing: str = "calls") -> float:
+    """Seconds per call of ``fn(i % n_sets)`` over ``iters`` calls.
+
+    ``timing`` "calls" (default): the median of the calls, each between two
+    CUDA events.  "batch": one event pair around all ``iters`` calls, divided
+    by ``iters``: no event records between calls, so while the host needs less
+    time per call than the GPU, the GPU never waits for it and the time is
+    the kernels' (back to back) rather than the host's; for kernels of a few
+    tens of microseconds, where per-call events make both sides host-bound.
     ``host``: a list that gets this batch's host seconds per call (the
     Python loop, before waiting for the GPU).  When that is about the
-    events' time, the GPU waited for the host between calls and the row
+    measured time, the GPU waited for the host between calls and the row
     measures host time, not the kernel (see HOST_BOUND)."""
+    if timing not in TIMINGS:
+        raise ValueError(f"timing must be one of {TIMINGS}, got {timing!r}")
+    if timing == "batch":
+        start, end = cp.cuda.Event(), cp.cuda.Event()
+        t0 = time.perf_counter()
+        start.record()
+        for i in range(iters):
+            fn(i % n_sets)
+        end.record()
+        if host is not None:
+            host.append((time.perf_counter() - t0) / iters)
+        end.synchronize()
+        return cp.cuda.get_elapsed_time(start, end) * 1e-3 / iters
     starts = [cp.cuda.Event() for _ in range(iters)]
     ends = [cp.cuda.Event() for _ in range(iters)]
     t0 = time.perf_counter()
@@ -362,14 +390,14 @@ def time_calls(cp, fn, n_sets: int, iters: int, host: list | None = None) -> flo
 
 
 def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
-            host: dict | None = None) -> list[tuple[float, float | None]]:
+            host: dict | None = None, timing: str = "calls") -> list[tuple[float, float | None]]:
     """Warm-up, then ``rounds`` rounds of (ours, theirs) timings in seconds.
 
     The warm-up calls both sides on every input set: rawcoop builds (and
     caches) a plan per set of pointers, and that host work must not land
     inside a timed call.  ``theirs`` None: rawcoop alone (theirs' time None).
     ``host``: a dict that gets "ours"/"theirs" lists of host seconds per
-    call, one per round (see time_calls)."""
+    call, one per round.  ``timing``: see time_calls."""
     for _ in range(3):
         for i in range(n_sets):
             ours(i)
@@ -378,9 +406,9 @@ def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
     cp.cuda.Device().synchronize()
     out = []
     for _ in range(rounds):
-        to = time_calls(cp, ours, n_sets, iters, None if host is None else host.setdefault("ours", []))
-        tt = (time_calls(cp, theirs, n_sets, iters, None if host is None else host.setdefault("theirs", []))
-              if theirs is not None else None)
+        to = time_calls(cp, ours, n_sets, iters, None if host is None else host.setdefault("ours", []), timing)
+        tt = (time_calls(cp, theirs, n_sets, iters, None if host is None else host.setdefault("theirs", []),
+                         timing) if theirs is not None else None)
         out.append((to, tt))
     return out
 
@@ -931,7 +959,8 @@ class Bench:
     def record(self, suite, label, flops, ours, theirs, n_sets, baseline="cuBLAS", extra=None, peak=PEAK_TFLOPS):
         """Time ``ours`` against ``theirs`` (None: ours alone) and keep the row."""
         host: dict = {}
-        rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters, host)
+        rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters, host,
+                         getattr(self.args, "timing", "calls"))
         row = make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak)
         row.update(host_fields(row, host))
         self.rows.append(row)
@@ -1476,7 +1505,7 @@ def settings_of(args) -> dict:
             "fp8_block_shapes": ([str(s) for s in getattr(args, "fp8_block_shapes", None) or []]
                                  if getattr(args, "fp8_block", False) else []),
             "tf32_shapes": [str(s) for s in getattr(args, "tf32_shapes", None) or []],
-            "rounds": args.rounds, "iters": args.iters}
+            "rounds": args.rounds, "iters": args.iters, "timing": getattr(args, "timing", "calls")}
 
 
 def write_json(path, results: dict) -> None:
@@ -1594,7 +1623,7 @@ def run(args) -> dict:
 
     b = Bench(args, on_row=lambda row: (results["rows"].append(row), save()))
     print(f"GPU {b.info.name}, {b.info.sm_count} SMs, L2 {b.info.l2_bytes / 2**20:.0f} MiB; "
-          f"rounds={args.rounds} iters={args.iters}; ratio = baseline time / rawcoop time", flush=True)
+          f"rounds={args.rounds} iters={args.iters} timing={getattr(args, 'timing', 'calls')}; ratio = baseline time / rawcoop time", flush=True)
     for suite in args.suite:
         try:
             getattr(b, suite)()

@@ -865,3 +865,28 @@ def test_fp8_suite_when_torch_breaks_on_the_gpu(fake_gpu, capsys):
     assert len(rows) == 1 and rows[0]["baseline"] == bench.NO_BASELINE
     assert rows[0]["baseline_skipped"] == "torch baseline failed: RuntimeError: CUDA error: initialization error"
     assert "Traceback" not in capsys.readouterr().out
+
+
+def test_time_calls_batch_and_per_call():
+    """--timing batch: one event pair around the round's calls, per call;
+    calls: the median of per-call pairs.  On a clock-event fake, a call that
+    sleeps 2 ms measures ~2 ms either way, and both report host time per call."""
+    import time
+    import types
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Event=_FakeEvent, get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3))
+    seen = []
+
+    def fn(i):
+        seen.append(i)
+        time.sleep(0.002)
+    for timing in ("batch", "calls"):
+        host = []
+        t = bench.time_calls(cp, fn, 3, 5, host, timing)
+        assert 0.0018 < t < 0.01 and len(host) == 1 and host[0] >= 0.0018
+    assert seen == [0, 1, 2, 0, 1] * 2
+    with pytest.raises(ValueError, match="timing must be one of"):
+        bench.time_calls(cp, fn, 1, 1, None, "graph")
+    args = bench.build_parser().parse_args(["--timing", "batch"])
+    assert args.timing == "batch" and bench.settings_of(args)["timing"] == "batch"
+    assert bench.build_parser().parse_args([]).timing == "calls"
