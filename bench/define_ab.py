@@ -10,7 +10,7 @@ and block-scaled fp8.
 bench/define_probe.py runs the whole bench with the defines, one process per
 setting; clocks and power drift between processes by more than most kernel
 experiments gain, hence this.  Method as the bench's: normal data (fp8 scaled
-to max |x| = 448 and rounded to e4m3), inputs rotated to >= 180 MB (3x L2),
+to max |x| = 448 and rounded to e4m3), inputs rotated to >= 3x L2 (bench.n_sets_for),
 per call CUDA events, median of ``--iters`` calls per side and round.  Prints
 one JSON line per case: TFLOP/s of A and B (medians over rounds), ``b_vs_a``
 = median over rounds of A time / B time (> 1: the define is faster) with its
@@ -29,9 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from define_probe import extra_defines, parse_defines   # noqa: E402
-
-ROTATE_BYTES = 180_000_000
-
 
 def _shapes(text: str) -> list[tuple[int, int, int]]:
     from rawcoop.bench import parse_shapes
@@ -58,18 +55,6 @@ def parse_args(argv=None):
     return args
 
 
-def _time(cp, fn, n_sets, iters):
-    """Median seconds per call of ``fn(i)`` over ``iters`` calls, rotating sets."""
-    s = [cp.cuda.Event() for _ in range(iters)]
-    e = [cp.cuda.Event() for _ in range(iters)]
-    for i in range(iters):
-        s[i].record()
-        fn(i % n_sets)
-        e[i].record()
-    e[-1].synchronize()
-    return statistics.median(cp.cuda.get_elapsed_time(x, y) for x, y in zip(s, e)) * 1e-3
-
-
 def _summary(row, flops, times, a="A", b="B"):
     ta, tb = times[a], times[b]
     ab = [x / y for x, y in zip(ta, tb)]
@@ -86,16 +71,17 @@ def _summary(row, flops, times, a="A", b="B"):
 
 def _ab(cp, sides, n_sets, rounds, iters, defines):
     """Alternate the sides (name -> fn(i), B under the defines) for ``rounds``."""
+    from rawcoop.bench import time_calls
     times = {name: [] for name in sides}
     for _ in range(rounds):
         for name, fn in sides.items():
             if name == "B":
                 with extra_defines(defines):
                     fn(0), fn(1 % n_sets)                  # plans again (the cache was emptied)
-                    times[name].append(_time(cp, fn, n_sets, iters))
+                    times[name].append(time_calls(cp, fn, n_sets, iters))
             else:
                 fn(0), fn(1 % n_sets)
-                times[name].append(_time(cp, fn, n_sets, iters))
+                times[name].append(time_calls(cp, fn, n_sets, iters))
     return times
 
 
@@ -110,12 +96,14 @@ def run(args) -> list[dict]:
     import numpy as np
 
     import rawcoop
-    from rawcoop.bench import E4M3_MAX, quantize_e4m3
+    from rawcoop import device
+    from rawcoop.bench import E4M3_MAX, n_sets_for, quantize_e4m3
     rows = []
     rs = cp.random.RandomState(7)
+    l2 = device.info(cp.cuda.Device().id).l2_bytes
 
     def sets_for(bytes_per_set):
-        return max(2, min(8, -(-ROTATE_BYTES // max(1, bytes_per_set))))
+        return max(2, n_sets_for(bytes_per_set, l2))          # >= 3x L2; two at least (warm-up uses sets 0, 1)
 
     for dname in args.dtype:
         dt = np.dtype(ml_dtypes.bfloat16) if dname == "bfloat16" else np.dtype(dname)

@@ -9,7 +9,7 @@ runs at the 700 W board limit with the SM clock well under its maximum, so a
 kernel's speed is (work per clock) x (the clock its power draw allows).  Two
 kernels can tie in time for opposite reasons; this separates them.  Per
 (shape, side, round): ``--seconds`` of back-to-back calls on inputs rotated
-to >= 180 MB; the first fifth of the samples is dropped (clock ramp).  One
+to >= 3x L2; the first fifth of the samples is dropped (clock ramp).  One
 JSON line per (shape, side) with the medians over rounds: us per call,
 TFLOP/s, SM MHz, W, TFLOP/s per GHz (work per clock) and W per GHz (power per
 clock).  NVML comes from libnvidia-ml.so.1 through ctypes (no Python package
@@ -28,7 +28,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ROTATE_BYTES = 180_000_000
 NVML_CLOCK_SM = 1
 NVML_TEMPERATURE_GPU = 0
 
@@ -121,13 +120,16 @@ def run(args) -> list[dict]:
     import numpy as np
 
     import rawcoop
+    from rawcoop import device
+    from rawcoop.bench import n_sets_for, time_calls
     nvml = Nvml(args.device)
+    l2 = device.info(cp.cuda.Device().id).l2_bytes
     dt = np.dtype(ml_dtypes.bfloat16) if args.dtype == "bfloat16" else np.dtype(args.dtype)
     rs = cp.random.RandomState(0)
     out = []
     for shape in args.shapes:
         m, n, k = shape
-        n_sets = max(2, min(8, -(-ROTATE_BYTES // ((m * k + k * n) * 2))))
+        n_sets = max(2, n_sets_for((m * k + k * n) * 2, l2))
         A = [rs.standard_normal((m, k), dtype=cp.float32).astype(dt) for _ in range(n_sets)]
         B = [rs.standard_normal((n, k), dtype=cp.float32).astype(dt).T for _ in range(n_sets)]
         D = [cp.empty((m, n), dt) for _ in range(n_sets)]
@@ -139,22 +141,13 @@ def run(args) -> list[dict]:
             for name, fn in sides.items():
                 for i in range(3):
                     fn(i % n_sets)
-                e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-                e0.record()
-                fn(0)
-                e1.record()
-                e1.synchronize()
-                calls = max(20, int(args.seconds / max(cp.cuda.get_elapsed_time(e0, e1) * 1e-3, 1e-6)))
+                calls = max(20, int(args.seconds / max(time_calls(cp, fn, n_sets, 1, timing="batch"), 1e-6)))
                 sampler = Sampler(nvml)
                 sampler.start()
                 time.sleep(0.03)
-                e0.record()
-                for i in range(calls):
-                    fn(i % n_sets)
-                e1.record()
-                e1.synchronize()
+                s_per_call = time_calls(cp, fn, n_sets, calls, timing="batch")     # back to back
                 stats = window_stats(sampler.stop())
-                stats["s_per_call"] = cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / calls
+                stats["s_per_call"] = s_per_call
                 windows[name].append(stats)
         for name, rounds in windows.items():
             row = summarise(shape, name, 2 * m * n * k, rounds)

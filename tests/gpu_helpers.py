@@ -1,5 +1,18 @@
-"""Shared helpers for the GPU tests: dtypes, fresh normal data, error checks."""
+"""Shared helpers for the tests: dtypes, fresh normal data, error checks, bench/ scripts."""
+import importlib.util
+from pathlib import Path
+
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench_script(name: str):
+    """A fresh module object of ``bench/<name>.py`` (the bench scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def dtype(name):

@@ -1,18 +1,12 @@
 """CPU tests of bench/define_probe.py (extra -D defines for kernel experiments)."""
 import importlib
-import importlib.util
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from gpu_helpers import bench_script
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("define_probe", ROOT / "bench" / "define_probe.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("define_probe")
 
 
 def test_parse_defines():
@@ -65,10 +59,7 @@ def test_main_splits_its_arguments_from_the_bench_ones(monkeypatch):
 
 
 def _ab():
-    spec = importlib.util.spec_from_file_location("define_ab", ROOT / "bench" / "define_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("define_ab")
 
 
 def test_define_ab_arguments():

@@ -1,14 +1,9 @@
 """CPU: bench/ncu_compare.py's report parsing, labelling and command line
 (the sample is ncu 2025's text report from the H200, stop 12)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
+from gpu_helpers import bench_script
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location("ncu_compare", ROOT / "bench" / "ncu_compare.py")
-nc = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(nc)
+nc = bench_script("ncu_compare")
 
 SAMPLE = """==PROF== Connected to process 810 (/usr/bin/python3.12)
 NCU-COMPARE-ORDER ["auto", "cluster=1x2", "cuBLAS"]

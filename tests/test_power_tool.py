@@ -1,18 +1,12 @@
 """CPU tests of bench/power.py (clock and power per GEMM; NVML is only touched on a GPU machine)."""
-import importlib.util
 import time
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from gpu_helpers import bench_script
 
 
 def _power():
-    spec = importlib.util.spec_from_file_location("power_tool", ROOT / "bench" / "power.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_script("power")
 
 
 def test_arguments():

@@ -113,13 +113,7 @@ def test_pdl_chain_is_correct():
 
 # ------------------------------------------------------------------ spread reduction
 def _define_probe():
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "bench" / "define_probe.py"
-    spec = importlib.util.spec_from_file_location("define_probe", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return gpu_helpers.bench_script("define_probe")
 
 
 SPREAD_CASES = [
