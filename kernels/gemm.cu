@@ -115,13 +115,13 @@
 // run over L·tiles_m·tiles_n in grouped raster order.  The producer runs ahead into the next unit while the
 // consumers run the fix-up/epilogue.  Split-K fix-up (details at the code):
 // per (tile, consumer) a flag and fp32 workspace; cooperative kernels whose
-// split units are all resident at once (at most one per CTA) spread it: every
+// tiles have all their splits running at once (the host says so) spread it: every
 // split stores its partial of the other splits' epilogue chunks, waits for all,
 // sums and stores its own share of the chunks; otherwise a serial chain (split
 // s waits for flag == s, adds, stores or, last, runs the epilogue).  Either
 // way a fixed reduction order: results are bit-identical run to run.  Ragged M/N/K: TMA loads zero-fill (and still
 // count the whole box), stores clip.  Operands broadcast over the batch have
-// batch coordinate 0 (bmask).  griddepcontrol.wait follows the prologue, so
+// batch coordinate 0 (bmask bits 0-2: A, B, C batched; bit 3: spread split-K).  griddepcontrol.wait follows the prologue, so
 // with programmatic dependent launch the prologue overlaps the previous grid.
 //
 // Clusters (at most one of CLUSTER_M, CLUSTER_N is 2; launched as clusters of
@@ -211,9 +211,9 @@
 #ifndef BS_SB_AFTER_FENCE   // experiment (stop 14, not yet measured): block-scaled SB read after the stage's proxy fence
 #define BS_SB_AFTER_FENCE 0  // (fence.proxy.async is MEMBAR.ALL.CTA in SASS: it waits for the SB load issued just before)
 #endif
-#ifndef UNIFORM_CONSUMER    // experiment (stop 14, not yet measured): the consumer index through redux.sync, see below
-#define UNIFORM_CONSUMER 0
-#endif
+#ifndef UNIFORM_CONSUMER    // the consumer index through redux.sync (see below): ping-pong kernels without clusters
+#define UNIFORM_CONSUMER (PINGPONG && RC_CLUSTER == 1)   // (H200 stop 15: 4096x14336x4096 +1.7%; cooperative
+#endif                      // rows +-1%, block-scaled 4096^2x7168 -1.7%; ping-pong 2x1 clusters spilled)
 #ifndef SPLIT_SPREAD        // split-K: every split reduces and stores a share of the tile's chunks (1) or a serial chain (0)
 #define SPLIT_SPREAD 1
 #endif
@@ -514,10 +514,16 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
     const u32 rank = RC_CLUSTER > 1 ? cluster_ctarank() : 0u;
     const u32 rank_m = CLUSTER_M > 1 ? rank : 0u, rank_n = CLUSTER_N > 1 ? rank : 0u;
     const int first_unit = blockIdx.x / RC_CLUSTER, unit_step = gridDim.x / RC_CLUSTER;
-    // Spread split-K reduction (see "Split-K fix-up"): only where every split unit
-    // is resident at once, i.e. at most one per CTA (rawcoop/scheduler.py
-    // `Decomposition.spread`, which sizes the workspace, says the same).
-    const bool spread = RC_SPREAD && units - tiles_dp <= unit_step;
+    // Spread split-K reduction (see "Split-K fix-up"), bmask bit 3: the host sets
+    // it only where every split a unit waits for is guaranteed to be running
+    // (rawcoop/scheduler.py `Decomposition.spread`, which also sizes the
+    // workspace): the split units fit in one round of the grid (at most one per
+    // CTA), or every tile's splits fall in one round on distinct CTAs (the split
+    // units start at a round boundary and the splits divide the round; rounds
+    // run in order, so all of round r reaches its waits once round r - 1 is
+    // done).  Decided on the host: the remainders would cost the kernel integer
+    // divisions (and, measured, spills in the tf32 cluster kernels).
+    const bool spread = RC_SPREAD && (bmask & 8);
 
     if (threadIdx.x == 0) {
         tma_prefetch_map(&map_a);
@@ -854,8 +860,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // Per (tile, consumer) there is a flag and workspace of 64 x BLOCK_N fp32
             // per slot.  The order of the sum is fixed by the schedule, so results
             // are bit-identical run to run.
-            //   spread (cooperative kernels whose split units are all resident,
-            //   at most one per CTA): split s stores its partial of the chunks
+            //   spread (cooperative kernels whose splits of a tile all run at
+            //   once, see `spread` above): split s stores its partial of the chunks
             //   the others own into its own slot (S slots), counts the flag up and
             //   waits until all S did; then it sums its own chunks
             //   [s·C/S, (s+1)·C/S): its registers first, then the
@@ -863,9 +869,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             //   tile), and runs the epilogue on them.  A second count after the
             //   wait tells the last split that every split is past it: it zeroes
             //   the flag for the next launch.  Every split waits only for splits
-            //   that are running (resident, no earlier unit that waits), so
-            //   nothing deadlocks.
-            //   chain (ping-pong, stream-K, or more split units than CTAs): one
+            //   of its own round, which are running (their CTAs are past every
+            //   earlier round, no earlier unit waits), so nothing deadlocks.
+            //   chain (ping-pong, stream-K, or splits that straddle rounds): one
             //   slot, ((p0 + p1) + p2) + p3; split 0 stores its partial, split s waits until flag == s,
             //   adds the slot into its registers and stores the sum or, as the
             //   last split, runs the epilogue on the whole tile.  Units of one tile

@@ -268,7 +268,8 @@ RC_DEVICE void st_release_gpu(int* p, int v) {
 // state that depends on it off the uniform datapath.  (stop 14, UNIFORM_CONSUMER:
 // with the consumer index through here the ping-pong mainloop's wgmma
 // descriptors move to U* instructions, 74 -> 57 instructions per k-block, and
-// the cooperative ones lose their R2UR copies; nvdisasm, not yet timed.)
+// the cooperative ones lose their R2UR copies; nvdisasm; H200 stop 15: ping-pong
+// 4096x14336x4096 +1.7%, so on by default there.)
 RC_DEVICE u32 warp_uniform(u32 x) {
     u32 r;
     asm volatile("redux.sync.min.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(x));

@@ -411,7 +411,10 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         c_l = c.shape[0] if c_batched else 1
         plan.map_c = plan.epilogue_map(c.data.ptr, cfg.c_colmajor, c_pitch,
                                        c_bs if c_batched else round16(c_pitch * max(m, n)), c_l)
-    bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0)
+    # The kernel's split-K reduction: spread over the splits (cooperative kernels, every tile's splits
+    # running at once: Decomposition.spread; one workspace slot per split) or a serial chain.
+    spread = not cfg.pingpong and not cfg.stream_k and dec.spread(sched.grid)
+    bmask = int(A[4]) | (int(B[4]) << 1) | ((int(c_batched) << 2) if use_c else 0) | (int(spread) << 3)
     plan.scalars = (km, kn, k, batch, sched.tiles_m, sched.tiles_n, sched.group, bmask, alpha, beta,
                     bias.data.ptr if bias is not None else 0, dec.tiles_dp, dec.splits)
     if block:
@@ -426,8 +429,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     # The argument block, packed once; run() rewrites only C/D's maps and the workspace pointers.
     plan.params = KernelParams((plan.map_a, plan.map_b, plan.map_c or plan.map_a, plan.map_a) + plan.scalars +
                                (0, 0) + plan.extra, plan.types)
-    # 0 without split tiles; the spread split-K reduction (cooperative kernels) keeps one slot per split
-    plan.ws_floats = dec.workspace_floats(cfg.block_n, not cfg.pingpong and dec.spread(sched.grid)) * cluster
+    plan.ws_floats = dec.workspace_floats(cfg.block_n, spread) * cluster     # 0 without split tiles
     plan.ws_flags = dec.flag_count() * cluster
     plan.cfg = cfg
     plan.decomposition = dec

@@ -422,13 +422,14 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
     Not with shorter splits: 1024x1024x32768 (8192 of K per split) ran 1.1%
     slower than 128x128 + 2 splits.  Not where 128x128 tiles need no split:
     1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128 (bench/NOTES.md,
-    "stop 14")."""
+    "stop 14").  Only with the 128x256 splits in one round (not
+    :func:`scheduler.rounds_splits`'s several: unmeasured)."""
     from . import scheduler
     kb = max(1, -(-k // BLOCK_K))
     wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count)
     narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count)
     return (wide.splits > 1 and narrow.splits > 1 and wide.units >= narrow.units
-            and k // wide.splits >= WIDE_SPLIT_MIN_K)
+            and wide.units - wide.tiles_dp <= sm_count and k // wide.splits >= WIDE_SPLIT_MIN_K)
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,

@@ -145,9 +145,14 @@ class Decomposition:
         """Whether a cooperative kernel (kernels/gemm.cu, SPLIT_SPREAD) reduces
         this split-K decomposition spread over the splits (each split sums and
         stores a share of its tile, after all splits stored their partials)
-        rather than in a serial chain: only when every split unit is resident at
-        once, at most one per CTA (cluster) of the ``grid``.  Never stream-K."""
-        return not self.sk_ctas and self.splits > 1 and self.units - self.tiles_dp <= grid
+        rather than in a serial chain: only when the splits of every tile run at
+        once, each on its own CTA (cluster) of the ``grid``: all split units fit
+        in one round (at most one per CTA), or they start at a round boundary
+        (``tiles_dp`` a multiple of ``grid``) and ``splits`` divides ``grid``, so
+        no tile's splits straddle two rounds.  Never stream-K."""
+        if self.sk_ctas or self.splits < 2:
+            return False
+        return self.units - self.tiles_dp <= grid or (self.tiles_dp % grid == 0 and grid % self.splits == 0)
 
     def workspace_floats(self, block_n: int, spread: bool = False) -> int:
         """fp32 workspace: a 64 x block_n slot per (split tile, consumer), one per
@@ -175,12 +180,40 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
     return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
 
 
+ROUNDS_MAX_SPLITS = 6         # multi-round split-K (rounds_splits): splits that divide the grid, up to this
+ROUNDS_MIN_KBLOCKS = 64       # ... each keeping >= 4096 of K (the split's fix-up and epilogue are per round)
+ROUNDS_MAX_TIME = 0.9         # ... and only where the rounds take <= 90% of one whole-K round
+
+
+def rounds_splits(tiles: int, k_blocks: int, sm_count: int) -> int:
+    """Split-K over several rounds for a single partial wave that fills more
+    than half of the SMs (``sm_count // tiles`` == 1, so one round of splits
+    cannot fill them): ``s`` splits give ``tiles * s`` units in
+    ceil(tiles * s / sm_count) rounds of K / s each.  The ``s`` (dividing
+    ``sm_count``, so every tile's splits fall in one round and the reduction
+    is spread: :meth:`Decomposition.spread`) with the least time, when that is
+    at most ROUNDS_MAX_TIME of the whole-K round; else 1.  1536x1024x65536 in
+    128x128 tiles: 96 tiles on 132 SMs, 4 splits in 3 rounds take 0.75 of the
+    data-parallel time (0.727 is the ideal); data-parallel ran 0.79 of cuBLAS
+    on the H200 (bench/NOTES.md, stop 15)."""
+    best, best_time = 1, 1.0
+    for s in range(2, ROUNDS_MAX_SPLITS + 1):
+        if sm_count % s or k_blocks // s < ROUNDS_MIN_KBLOCKS:
+            continue
+        t = cdiv(tiles * s, sm_count) / s
+        if t < best_time - 1e-9:
+            best, best_time = s, t
+    return best if best_time <= ROUNDS_MAX_TIME else 1
+
+
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
-    k-blocks each.  ``splits`` forces split-K on every tile (tests, tuning).
-    Stream-K: :func:`decompose_stream_k`."""
+    k-blocks each; a single partial wave of more than half the SMs gets
+    split-K over several rounds where that pays (:func:`rounds_splits`).
+    ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
+    :func:`decompose_stream_k`."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)
@@ -188,6 +221,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     if tail == 0:
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
+    if s < 2 and full_waves == 0:
+        s = rounds_splits(tail, k_blocks, sm_count)
     if s < 2:
         return Decomposition(tiles, k_blocks, tiles, 1)
     return Decomposition(tiles, k_blocks, full_waves * sm_count, s)

@@ -370,22 +370,24 @@ def _uniform_consumer_configs():
             g.GemmConfig(128, g.BF16, True, False, True, True, cluster_m=2, bias=1, act=2)]
 
 
-@pytest.mark.parametrize("extra", [(("UNIFORM_CONSUMER", 1),), (("BS_SB_AFTER_FENCE", 1),),
+@pytest.mark.parametrize("extra", [(("UNIFORM_CONSUMER", 1),), (("UNIFORM_CONSUMER", 0),), (("BS_SB_AFTER_FENCE", 1),),
                                    (("UNIFORM_CONSUMER", 1), ("BS_SB_AFTER_FENCE", 1))], ids=str)
 @pytest.mark.parametrize("cfg", _uniform_consumer_configs(), ids=lambda c: c.spec.label)
 def test_stop14_experiments_compile(cfg, extra):
-    """The experiment switches of stop 14 (off by default): UNIFORM_CONSUMER=1
-    (the consumer index through redux.sync) and BS_SB_AFTER_FENCE=1 (block-
-    scaled: B's scale read after the stage's proxy fence); the kernels compile
+    """The switches of stop 14: UNIFORM_CONSUMER (the consumer index through
+    redux.sync; default for ping-pong kernels since stop 15, off for the
+    others) and BS_SB_AFTER_FENCE=1 (block-scaled: B's scale read after the
+    stage's proxy fence; off, measured no faster); the kernels compile
     without spills or serialised wgmma, with the same wgmma and TMA
     instructions as the default."""
     spec = compiler.KernelSpec(cfg.spec.source, cfg.spec.name, tuple(sorted(cfg.spec.defines + extra)))
     r = compiler.compile_spec(spec, want_ptx=True)
-    assert ("redux.sync.min.u32" in r.ptx) == (("UNIFORM_CONSUMER", 1) in extra)
+    uniform = dict(extra).get("UNIFORM_CONSUMER", int(cfg.pingpong and cfg.cluster_size == 1))
+    assert ("redux.sync.min.u32" in r.ptx) == bool(uniform)
     usage = _usage(r)
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert "C7508" not in r.log and "C7517" not in r.log and "C7514" not in r.log, r.log
     plain = compiler.compile_spec(cfg.spec, want_ptx=True).ptx
-    assert "redux.sync" not in plain                      # the default kernels are untouched
+    assert ("redux.sync" in plain) == (cfg.pingpong and cfg.cluster_size == 1)   # the default: ping-pong, no cluster
     for instr in ("wgmma.mma_async", _TMA_LOAD):
         assert r.ptx.count(instr) == plain.count(instr), instr

@@ -289,10 +289,58 @@ def test_spread_split_k_rule():
     assert tail.workspace_floats(128, spread=True) == 2 * tail.workspace_floats(128) == 64 * 2 * 2 * 64 * 128
     wave = decompose(132 + 30, 512, 132)                  # a full wave + 30 tiles in 4 splits (120 units)
     assert wave.tiles_dp == 132 and wave.splits == 4 and wave.spread(132)
-    forced = decompose(100, 64, 132, splits=2)            # forced on every tile: 200 units > 132 CTAs
-    assert forced.tiles_dp == 0 and not forced.spread(132)
+    forced = decompose(100, 64, 132, splits=2)            # forced on every tile: 200 units in 2 rounds of 132,
+    assert forced.tiles_dp == 0 and forced.spread(132)    # each tile's 2 splits in one round
+    assert not decompose(100, 64, 132, splits=5).spread(132)     # 5 does not divide 132: splits straddle rounds
+    assert not forced.spread(131)
     assert not decompose(132, 64, 132).spread(132)        # no split tiles
     assert not decompose_stream_k(116 + 132, 64, 132).spread(132)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spread_waits_only_within_a_round(seed):
+    """Where the reduction is spread, every split waits for all splits of its
+    tile; that cannot deadlock only if those run at once: on distinct CTAs (unit
+    u runs on CTA u % grid) in the same round (u // grid), rounds running in
+    order.  Brute force over random decompositions, forced and automatic."""
+    rng = random.Random(100 + seed)
+    seen = 0
+    for _ in range(400):
+        grid = rng.choice((132, 114, 66, 12, 8, 6))
+        tiles = rng.randint(1, 3 * grid)
+        k_blocks = rng.choice((16, 64, 256, 1024))
+        forced = rng.choice((None, None, 2, 3, 4, 6))
+        dec = decompose(tiles, k_blocks, grid, forced)
+        g = min(grid, dec.units)
+        if not dec.spread(g):
+            continue
+        seen += 1
+        by_tile = {}
+        for u in range(dec.tiles_dp, dec.units):
+            by_tile.setdefault(dec.unit(u)[0], []).append(u)
+        for tile, us in by_tile.items():
+            assert len(us) == dec.splits
+            assert len({u // g for u in us}) == 1, (dec, g, tile, us)
+            assert len({u % g for u in us}) == len(us), (dec, g, tile, us)
+    assert seen > 50
+
+
+def test_multi_round_split_k_rule():
+    """One partial wave of more than half the SMs: split-K over several rounds
+    where it saves >= 10% (scheduler.rounds_splits), with splits that divide
+    the grid (spread reduction) and >= 4096 of K each; else data-parallel."""
+    d = decompose(96, 1024, 132)                          # 1536x1024x65536, 128x128: 3 rounds of 4 splits
+    assert (d.tiles_dp, d.splits, d.units) == (0, 4, 384) and d.spread(132)
+    assert decompose(88, 1024, 132).splits == 3           # 264 units, 2 rounds: 2/3 of the time
+    assert decompose(104, 1024, 132).splits == 6          # 624 units in 5 rounds of K/6
+    assert decompose(120, 1024, 132).splits == 1          # nothing <= 6 splits saves 10%
+    assert decompose(96, 128, 132).splits == 1            # 8192 of K: splits would keep < 4096
+    assert decompose(96, 1024, 131).splits == 1           # no divisor of 131 up to 6
+    assert decompose(132 + 96, 1024, 132).splits == 1     # after a full wave: not this rule (stream-K's place)
+    for t, kb, sms in _cases(300, 5):
+        s = scheduler.rounds_splits(t, kb, sms)
+        assert s == 1 or (sms % s == 0 and kb // s >= scheduler.ROUNDS_MIN_KBLOCKS
+                          and -(-t * s // sms) / s <= scheduler.ROUNDS_MAX_TIME)
 
 
 def test_spread_split_k_workspace_in_plans(monkeypatch):
