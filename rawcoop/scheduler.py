@@ -180,7 +180,8 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
     return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
 
 
-ROUNDS_MAX_SPLITS = 6         # multi-round split-K (rounds_splits): splits that divide the grid, up to this
+ROUNDS_MAX_SPLITS = 3         # multi-round split-K (rounds_splits): splits that divide the grid, up to this
+ROUNDS_MAX_ROUNDS = 2         # ... in at most this many rounds (3 and 5 rounds ran slower, stop 15)
 ROUNDS_MIN_KBLOCKS = 64       # ... each keeping >= 4096 of K (the split's fix-up and epilogue are per round)
 ROUNDS_MAX_TIME = 0.9         # ... and only where the rounds take <= 90% of one whole-K round
 
@@ -192,13 +193,16 @@ def rounds_splits(tiles: int, k_blocks: int, sm_count: int) -> int:
     ceil(tiles * s / sm_count) rounds of K / s each.  The ``s`` (dividing
     ``sm_count``, so every tile's splits fall in one round and the reduction
     is spread: :meth:`Decomposition.spread`) with the least time, when that is
-    at most ROUNDS_MAX_TIME of the whole-K round; else 1.  1536x1024x65536 in
-    128x128 tiles: 96 tiles on 132 SMs, 4 splits in 3 rounds take 0.75 of the
-    data-parallel time (0.727 is the ideal); data-parallel ran 0.79 of cuBLAS
-    on the H200 (bench/NOTES.md, stop 15)."""
+    at most ROUNDS_MAX_TIME of the whole-K round; else 1.  In practice 3
+    splits in 2 rounds for 67-88 tiles on 132 SMs.  H200, bf16, against
+    data-parallel in the same run (bench/NOTES.md, stop 15): 3 splits in 2
+    rounds 1408x1024x65536 +21% (88 tiles), 1280x1024x32768 +15% (80); but 4
+    splits in 3 rounds 1536x1024x65536 -14%, 1536x1024x16384 -16%, and 6
+    splits in 5 rounds 1664x1024x32768 -29%, although their predicted time was
+    0.75 and 0.83 of data-parallel: hence at most ROUNDS_MAX_ROUNDS rounds."""
     best, best_time = 1, 1.0
     for s in range(2, ROUNDS_MAX_SPLITS + 1):
-        if sm_count % s or k_blocks // s < ROUNDS_MIN_KBLOCKS:
+        if sm_count % s or k_blocks // s < ROUNDS_MIN_KBLOCKS or cdiv(tiles * s, sm_count) > ROUNDS_MAX_ROUNDS:
             continue
         t = cdiv(tiles * s, sm_count) / s
         if t < best_time - 1e-9:

@@ -329,18 +329,19 @@ def test_multi_round_split_k_rule():
     """One partial wave of more than half the SMs: split-K over several rounds
     where it saves >= 10% (scheduler.rounds_splits), with splits that divide
     the grid (spread reduction) and >= 4096 of K each; else data-parallel."""
-    d = decompose(96, 1024, 132)                          # 1536x1024x65536, 128x128: 3 rounds of 4 splits
-    assert (d.tiles_dp, d.splits, d.units) == (0, 4, 384) and d.spread(132)
-    assert decompose(88, 1024, 132).splits == 3           # 264 units, 2 rounds: 2/3 of the time
-    assert decompose(104, 1024, 132).splits == 6          # 624 units in 5 rounds of K/6
-    assert decompose(120, 1024, 132).splits == 1          # nothing <= 6 splits saves 10%
-    assert decompose(96, 128, 132).splits == 1            # 8192 of K: splits would keep < 4096
-    assert decompose(96, 1024, 131).splits == 1           # no divisor of 131 up to 6
-    assert decompose(132 + 96, 1024, 132).splits == 1     # after a full wave: not this rule (stream-K's place)
+    d = decompose(88, 1024, 132)                          # 1408x1024x65536, 128x128: 2 rounds of 3 splits
+    assert (d.tiles_dp, d.splits, d.units) == (0, 3, 264) and d.spread(132)
+    assert decompose(80, 512, 132).splits == 3            # 1280x1024x32768
+    assert decompose(96, 1024, 132).splits == 1           # 4 splits would take 3 rounds (measured slower)
+    assert decompose(104, 1024, 132).splits == 1          # 6 splits in 5 rounds: likewise
+    assert decompose(88, 128, 132).splits == 1            # 8192 of K: splits would keep < 4096
+    assert decompose(88, 1024, 131).splits == 1           # 3 does not divide 131
+    assert decompose(132 + 88, 1024, 132).splits == 1     # after a full wave: not this rule (stream-K's place)
     for t, kb, sms in _cases(300, 5):
         s = scheduler.rounds_splits(t, kb, sms)
+        rounds = -(-t * s // sms)
         assert s == 1 or (sms % s == 0 and kb // s >= scheduler.ROUNDS_MIN_KBLOCKS
-                          and -(-t * s // sms) / s <= scheduler.ROUNDS_MAX_TIME)
+                          and rounds <= scheduler.ROUNDS_MAX_ROUNDS and rounds / s <= scheduler.ROUNDS_MAX_TIME)
 
 
 def test_spread_split_k_workspace_in_plans(monkeypatch):
