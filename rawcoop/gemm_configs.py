@@ -407,29 +407,41 @@ def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: 
     return m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
 
 
-WIDE_SPLIT_MIN_K = 16384           # wide_split_k_fits: K each split of a 128x256 tile keeps at least
+WIDE_SPLIT_MIN_K = 16384           # wide_split_k_fits, on a tie: K each split of a 128x256 tile keeps at least
+WIDE_SPLIT_MIN_K_FASTER = 8192     # ... when the 128x256 split is the shorter schedule
 
 
 def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bool:
-    """Long-K problems with too few tiles for the SMs in either tiling (both get
-    split-K): 128x256 tiles when they give at least as many units as 128x128
-    tiles and every split keeps >= WIDE_SPLIT_MIN_K of K.  The wider tile does
-    the same work with less power per clock (H200 at its 700 W cap, stop 14:
-    451 vs 487 W/GHz at 1024^2x65536) and, since the spread split-K reduction,
-    without the serial fix-up that made 4 splits slow: 1024^2x65536 bf16
-    128x256 + 4 splits 760 TFLOP/s vs 742 for 128x128 + 2 splits (+2.2%, 5
-    alternating rounds; 0.968 vs 0.946 of cuBLAS; +2.8% in a second call).
-    Not with shorter splits: 1024x1024x32768 (8192 of K per split) ran 1.1%
-    slower than 128x128 + 2 splits.  Not where 128x128 tiles need no split:
-    1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128 (bench/NOTES.md,
-    "stop 14").  Only with the 128x256 splits in one round (not
-    :func:`scheduler.rounds_splits`'s several: unmeasured)."""
+    """Long-K problems with too few 128x256 tiles for the SMs: 128x256 tiles
+    split-K in one round (every split unit resident, the spread reduction)
+    when (a) that schedule is shorter than 128x128's
+    (:meth:`scheduler.Decomposition.time_in_rounds`, a 128x256 tile taking
+    twice as long) and each split keeps >= WIDE_SPLIT_MIN_K_FASTER of K, or
+    (b) on a tie, when 128x128 tiles need split-K too, 128x256 gives at
+    least as many units and each split keeps >= WIDE_SPLIT_MIN_K of K.
+
+    (a), H200 bf16, stop 15, same run: 1408x1024x65536 (44 tiles, 3 splits,
+    0.67 rounds against 88 data-parallel 128x128 tiles' 1) 746 vs 584
+    TFLOP/s (1.023 vs 0.746 of cuBLAS); 1280x1024x32768 689 vs 517 (0.959 vs
+    0.708).  (b): the wider tile does the same work with less power per
+    clock (H200 at its 700 W cap, stop 14: 451 vs 487 W/GHz at
+    1024^2x65536): 1024^2x65536 bf16 128x256 + 4 splits 760 TFLOP/s vs 742
+    for 128x128 + 2 splits (+2.2%, 5 alternating rounds; +2.8% in a second
+    call).  Not with shorter splits: 1024x1024x32768 (8192 of K per split)
+    ran 1.1% slower than 128x128 + 2 splits.  Not where 128x128 tiles need
+    no split: 1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128,
+    1536x1024x65536 at 0.98 (bench/NOTES.md, stops 14 and 15)."""
     from . import scheduler
     kb = max(1, -(-k // BLOCK_K))
     wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count)
     narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count)
-    return (wide.splits > 1 and narrow.splits > 1 and wide.units >= narrow.units
-            and wide.units - wide.tiles_dp <= sm_count and k // wide.splits >= WIDE_SPLIT_MIN_K)
+    if wide.splits < 2 or wide.units - wide.tiles_dp > sm_count:
+        return False
+    t_wide, t_narrow = 2 * wide.time_in_rounds(sm_count), narrow.time_in_rounds(sm_count)
+    if t_wide < t_narrow - 1e-9:
+        return k // wide.splits >= WIDE_SPLIT_MIN_K_FASTER
+    return (t_wide <= t_narrow + 1e-9 and narrow.splits > 1 and wide.units >= narrow.units
+            and k // wide.splits >= WIDE_SPLIT_MIN_K)
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,

@@ -141,6 +141,15 @@ class Decomposition:
         split, splits = self.sk_owner(lo) - first, self.sk_owner((t + 1) * kbs - 1) - first + 1
         return self.tiles_dp + t, split, splits, lo - t * kbs, hi - lo
 
+    def time_in_rounds(self, sm_count: int) -> float:
+        """The schedule's length in whole-K tile rounds on ``sm_count`` SMs
+        (one unit per SM at a time, a split's time proportional to its K):
+        the data-parallel waves, then the split units' rounds of K / splits
+        (split-K only).  A model for choosing tiles, not a measurement."""
+        if self.splits == 1:
+            return float(cdiv(self.tiles, sm_count))
+        return cdiv(self.tiles_dp, sm_count) + cdiv(self.units - self.tiles_dp, sm_count) / self.splits
+
     def spread(self, grid: int) -> bool:
         """Whether a cooperative kernel (kernels/gemm.cu, SPLIT_SPREAD) reduces
         this split-K decomposition spread over the splits (each split sums and
@@ -180,44 +189,25 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
     return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
 
 
-ROUNDS_MAX_SPLITS = 3         # multi-round split-K (rounds_splits): splits that divide the grid, up to this
-ROUNDS_MAX_ROUNDS = 2         # ... in at most this many rounds (3 and 5 rounds ran slower, stop 15)
-ROUNDS_MIN_KBLOCKS = 64       # ... each keeping >= 4096 of K (the split's fix-up and epilogue are per round)
-ROUNDS_MAX_TIME = 0.9         # ... and only where the rounds take <= 90% of one whole-K round
-
-
-def rounds_splits(tiles: int, k_blocks: int, sm_count: int) -> int:
-    """Split-K over several rounds for a single partial wave that fills more
-    than half of the SMs (``sm_count // tiles`` == 1, so one round of splits
-    cannot fill them): ``s`` splits give ``tiles * s`` units in
-    ceil(tiles * s / sm_count) rounds of K / s each.  The ``s`` (dividing
-    ``sm_count``, so every tile's splits fall in one round and the reduction
-    is spread: :meth:`Decomposition.spread`) with the least time, when that is
-    at most ROUNDS_MAX_TIME of the whole-K round; else 1.  In practice 3
-    splits in 2 rounds for 67-88 tiles on 132 SMs.  H200, bf16, against
-    data-parallel in the same run (bench/NOTES.md, stop 15): 3 splits in 2
-    rounds 1408x1024x65536 +21% (88 tiles), 1280x1024x32768 +15% (80); but 4
-    splits in 3 rounds 1536x1024x65536 -14%, 1536x1024x16384 -16%, and 6
-    splits in 5 rounds 1664x1024x32768 -29%, although their predicted time was
-    0.75 and 0.83 of data-parallel: hence at most ROUNDS_MAX_ROUNDS rounds."""
-    best, best_time = 1, 1.0
-    for s in range(2, ROUNDS_MAX_SPLITS + 1):
-        if sm_count % s or k_blocks // s < ROUNDS_MIN_KBLOCKS or cdiv(tiles * s, sm_count) > ROUNDS_MAX_ROUNDS:
-            continue
-        t = cdiv(tiles * s, sm_count) / s
-        if t < best_time - 1e-9:
-            best, best_time = s, t
-    return best if best_time <= ROUNDS_MAX_TIME else 1
+ONE_ROUND_MAX_SPLITS = 8      # no full wave: up to this many splits when they all run in one round (spread
+ONE_ROUND_MIN_KBLOCKS = 64    # reduction), each keeping >= 4096 of K (512x512x65536: 8 splits +31% vs 4, stop 15)
 
 
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
-    k-blocks each; a single partial wave of more than half the SMs gets
-    split-K over several rounds where that pays (:func:`rounds_splits`).
+    k-blocks each; without a full wave (all splits in one round, reduced
+    spread) up to ONE_ROUND_MAX_SPLITS of at least ONE_ROUND_MIN_KBLOCKS.
     ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
-    :func:`decompose_stream_k`."""
+    :func:`decompose_stream_k`.
+
+    Not split over several rounds: with one partial wave of more than half
+    the SMs, 3 splits in 2 rounds measured +15% and +21% against
+    data-parallel in one call and -7% and +6% in the next, 4 splits in 3
+    rounds -14% and -16%, 6 in 5 rounds -29% (H200, bf16, stop 15); 128x256
+    tiles split in one round beat both there
+    (gemm_configs.wide_split_k_fits)."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)
@@ -225,8 +215,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     if tail == 0:
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
-    if s < 2 and full_waves == 0:
-        s = rounds_splits(tail, k_blocks, sm_count)
+    if full_waves == 0:
+        s = max(s, min(sm_count // tail, ONE_ROUND_MAX_SPLITS, k_blocks // ONE_ROUND_MIN_KBLOCKS))
     if s < 2:
         return Decomposition(tiles, k_blocks, tiles, 1)
     return Decomposition(tiles, k_blocks, full_waves * sm_count, s)

@@ -325,56 +325,25 @@ def test_spread_waits_only_within_a_round(seed):
     assert seen > 50
 
 
-def test_multi_round_split_k_rule():
-    """One partial wave of more than half the SMs: split-K over several rounds
-    where it saves >= 10% (scheduler.rounds_splits), with splits that divide
-    the grid (spread reduction) and >= 4096 of K each; else data-parallel."""
-    d = decompose(88, 1024, 132)                          # 1408x1024x65536, 128x128: 2 rounds of 3 splits
-    assert (d.tiles_dp, d.splits, d.units) == (0, 3, 264) and d.spread(132)
-    assert decompose(80, 512, 132).splits == 3            # 1280x1024x32768
-    assert decompose(96, 1024, 132).splits == 1           # 4 splits would take 3 rounds (measured slower)
-    assert decompose(104, 1024, 132).splits == 1          # 6 splits in 5 rounds: likewise
-    assert decompose(88, 128, 132).splits == 1            # 8192 of K: splits would keep < 4096
-    assert decompose(88, 1024, 131).splits == 1           # 3 does not divide 131
-    assert decompose(132 + 88, 1024, 132).splits == 1     # after a full wave: not this rule (stream-K's place)
+def test_one_round_split_k_rule():
+    """Without a full wave, split-K takes up to ONE_ROUND_MAX_SPLITS splits (all
+    units resident: the spread reduction) where each keeps >= 4096 of K;
+    otherwise MAX_SPLITS; never several rounds by default."""
+    d = decompose(16, 1024, 132)                          # 512x512x65536, 128x128: 8 splits, 128 units
+    assert (d.tiles_dp, d.splits, d.units) == (0, 8, 128) and d.spread(132)
+    assert decompose(16, 128, 132).splits == 4            # 8192 of K: the old cap (8 splits would keep 1024)
+    assert decompose(16, 384, 132).splits == 6            # 384 // 64
+    assert decompose(132 + 16, 1024, 132).splits == 4     # after a full wave: MAX_SPLITS
+    assert decompose(96, 1024, 132).splits == 1           # 96 tiles: one round of splits cannot fill the SMs
     for t, kb, sms in _cases(300, 5):
-        s = scheduler.rounds_splits(t, kb, sms)
-        rounds = -(-t * s // sms)
-        assert s == 1 or (sms % s == 0 and kb // s >= scheduler.ROUNDS_MIN_KBLOCKS
-                          and rounds <= scheduler.ROUNDS_MAX_ROUNDS and rounds / s <= scheduler.ROUNDS_MAX_TIME)
+        d = decompose(t, kb, sms)
+        assert d.units - d.tiles_dp <= sms or d.splits == 1, d       # one round of split units at most
+        assert d.splits <= (scheduler.ONE_ROUND_MAX_SPLITS if t < sms else scheduler.MAX_SPLITS)
 
 
-def test_spread_split_k_workspace_in_plans(monkeypatch):
-    """gemm sizes the workspace for the reduction its kernel will run: a slot per
-    split for cooperative kernels that spread, one slot for ping-pong (chain)."""
-    stub_planning(monkeypatch)
-    a, b = tn(1024, 1024, 8192, "bfloat16")               # 64 tiles of 128x128, 2 splits: 128 units
-    coop = build(a, b, _block_n=128, _pingpong=False, _splits=2)
-    pp = build(a, b, _block_n=128, _pingpong=True, _splits=2)
-    for plan in (coop, pp):
-        assert plan.decomposition.splits == 2 and plan.decomposition.spread(plan.grid[0])
-    assert coop.ws_floats == 2 * pp.ws_floats == 2 * coop.decomposition.workspace_floats(128)
-    assert coop.ws_flags == pp.ws_flags == coop.decomposition.flag_count()
-
-
-@pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (1024, 1024, 65536),
-                                 (3456, 4096, 8192), (1792, 3840, 8192), (2048, 2048, 8192), (128, 8192, 8192),
-                                 (96, 8192, 8192), (16, 8192, 8192), (16, 4096, 8192), (1, 4096, 4096)], ids=str)
-@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
-@pytest.mark.parametrize("b_kmajor", [True, False])
-def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajor):
-    """A plain 16-bit GEMM (no C, bias or activation) runs a kernel that
-    `python -m rawcoop warmup` (gemm_configs.all_configs) compiles, whatever
-    tile, decomposition, ping-pong or swap-AB the rules pick.  (Swap-AB plans
-    used to name BIAS_ON_ROWS=1 without a bias: a kernel nothing warmed.)"""
-    from test_lowp_host import StubArray
-    from rawcoop import gemm_configs
-    stub_planning(monkeypatch)
-    m, n, k = mnk
-    a, b = tn(m, n, k, dt)
-    if not b_kmajor:
-        b = StubArray((k, n), b.dtype)
-    plan = build(a, b)
-    assert plan.cfg.spec in set(gemm_configs.all_specs()), plan.cfg.spec.label
-    kind = gemm_configs.IN_KINDS[dt]
-    assert gemm_configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
+def test_time_in_rounds():
+    assert decompose(96, 1024, 132).time_in_rounds(132) == 1.0
+    assert decompose(44, 1024, 132).time_in_rounds(132) == 1 / 3
+    assert decompose(132 + 30, 512, 132).time_in_rounds(132) == 1 + 1 / 4
+    assert decompose(300, 64, 132).time_in_rounds(132) == 2 + 1 / 3     # 36 tail tiles in 3 splits
+    assert decompose(264, 64, 132).time_in_rounds(132) == 2.0
