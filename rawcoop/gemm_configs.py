@@ -444,11 +444,30 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
             and k // wide.splits >= WIDE_SPLIT_MIN_K)
 
 
+PINGPONG_MAX_K_16BIT = 6144        # choose_block_n, 16-bit, >= 2 waves of 128x256: ping-pong 128x128 up to this K
+PINGPONG_SHORT_K_16BIT = 2048      # ... when the last wave is partial (<= 80% full), or whatever it is up to this K
+
+
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
-                   one_row_narrow: bool = True, wide_split_k: bool = False) -> int:
+                   one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
-    where 128x128 ping-pong hides the epilogues that short mainloops expose;
+    where 128x128 ping-pong hides the epilogues that short mainloops expose,
+    and (``pingpong_16bit``: 16-bit inputs, ping-pong not ruled out) from 2
+    waves of 128x256 tiles whose last wave is at most STREAM_K_TAIL[1] (80%)
+    full with K <= PINGPONG_MAX_K_16BIT, or with K <= PINGPONG_SHORT_K_16BIT
+    however full: there the cooperative kernel leans on split-K/stream-K
+    for the last wave, or exposes its epilogues, while ping-pong's twice as
+    many 128x128 tiles fill the waves and hide the epilogues (its mainloop on
+    the uniform datapath since UNIFORM_CONSUMER, stop 15).  H200, 5
+    alternating rounds in one call, ping-pong vs cooperative 128x256, ratios
+    to cuBLAS bf16 / fp16 (last wave's fill): 3072^3 0.939 / 0.936 vs 0.912 /
+    0.910 (0.18; two more calls agreed), 6144^3 1.040 / 1.028 vs 1.013 /
+    1.014 (0.73), 2560x4608x4096 1.040 / 1.068 vs 1.016 / 1.030 (0.73),
+    3072x4096x2048 1.070 / 1.050 vs 0.983 / 0.982 (0.91, short K); but nearly
+    whole waves keep 128x256: 4096^3 0.970 / 0.960 vs 0.981 / 0.992 (0.88),
+    4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
+    0.992 / 0.981 vs 0.992 / 0.983 (0.94);
     128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
     leave SMs idle (split-K fills them), except long-K split-K problems where
     128x256 tiles give as many units (``wide_split_k``, 16-bit inputs:
@@ -477,7 +496,11 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     tiles_256 = tile_count(m, n, 256, batches)
     if tiles_256 >= sm_count:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
-        return 128 if short_k_many_waves else 256
+        tail = tiles_256 % sm_count
+        short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
+                               and (k <= PINGPONG_SHORT_K_16BIT or
+                                    (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+        return 128 if short_k_many_waves or short_k_waves_16bit else 256
     if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
         return 64
     if wide_split_k and k is not None and wide_split_k_fits(m, n, batches, sm_count, k):
@@ -557,7 +580,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                          f"got {block_n}")
     forced_block_n = block_n
     block_n = block_n or choose_block_n(km, kn, batch, sm_count, k, one_row_narrow=not block,
-                                        wide_split_k=kind_a in (FP16, BF16) and not pingpong)
+                                        wide_split_k=kind_a in (FP16, BF16) and not pingpong,
+                                        pingpong_16bit=kind_a in (FP16, BF16) and pingpong is not False
+                                        and streamk is None and splits is None and cluster is None)
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:

@@ -233,6 +233,14 @@ def test_tile_choice_rule():
     from rawcoop.gemm_configs import choose_block_n, choose_pingpong, config_for_problem
     assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles, long K
     assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
+    # 16-bit, >= 2 waves of 128x256: ping-pong 128x128 when the last wave is <= 80% full (K <= 6144) or K <= 2048
+    assert choose_block_n(3072, 3072, 1, 132, 3072, pingpong_16bit=True) == 128    # last wave 18% full
+    assert choose_block_n(6144, 6144, 1, 132, 6144, pingpong_16bit=True) == 128    # 73%
+    assert choose_block_n(3072, 4096, 1, 132, 2048, pingpong_16bit=True) == 128    # 91%, but K = 2048
+    assert choose_block_n(4096, 4096, 1, 132, 4096, pingpong_16bit=True) == 256    # 88% full
+    assert choose_block_n(3072, 3072, 1, 132, 8192, pingpong_16bit=True) == 256    # longer K
+    assert choose_block_n(3072, 3072, 1, 132, 3072) == 256                         # not 16-bit
+    assert choose_block_n(2304, 2304, 1, 132, 2048, pingpong_16bit=True) == 256    # 1.2 waves of 128x256
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K) ...
     assert choose_block_n(1024, 1024, 1, 132, 65536, wide_split_k=True) == 256   # ... 16-bit: 256 + 4 splits
