@@ -21,8 +21,8 @@
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm); the short fp8 and
 #                small-M rows again with --timing batch (kernels back to back: not host-bound)
-#   7 experiment bench/define_ab.py: BS_SB_AFTER_FENCE=1 (block-scaled) and UNIFORM_CONSUMER=1 vs the
-#                defaults; the long-K split-K tile rule on more shapes
+#   7 experiment stop 15's rules out of sample: UNIFORM_CONSUMER=1 on the one-row kernels
+#                (bench/define_ab.py), the 16-bit ping-pong rule and the split rules vs the old choices
 #
 # Time: each step has a cap (CAPS below, 565 s in all, plus 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -100,24 +100,23 @@ add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 15), same-process A/Bs with bench/define_ab.py (b_vs_a > 1: the switch is faster;
-# b_rel_diff must be 0, both switches change no arithmetic), then one bench:
-# (1) BS_SB_AFTER_FENCE=1: block-scaled fp8 reads B's scale after the stage's fence.proxy.async, which is
-#     MEMBAR.ALL.CTA in SASS and so waits for the SB load issued 22-49 instructions before it (every
-#     k-block an L2 round trip on the consumer's critical path; stop 14, nvdisasm).
-# (2) UNIFORM_CONSUMER=1: the consumer index through redux.sync (ptxas can prove it warp-uniform): the
-#     ping-pong mainloop moves its wgmma descriptors to the uniform datapath (74 -> 57 instructions per
-#     k-block), block-scaled 128x128 loses 37 of 572 mainloop instructions.
-# Adopt a switch if it is faster on its rows and nowhere below 0.99.  (3) The long-K split-K tile rule
-# (wide_split_k_fits, stop 14) on more shapes; 1536x1024x65536 is a negative control.
-add experiment 75 "$PY bench/define_ab.py --defines BS_SB_AFTER_FENCE=1 --rounds 5 \
---block-shapes 4096x7168x16384,4096x4096x7168,128x7168x16384 --json $Q_OUT/exp_sb_after_fence.json; \
-$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
---shapes 4096x4096x4096,4096x14336x4096,8192x8192x8192,1024x1024x65536,128x8192x8192 \
---fp8-shapes 4096x4096x4096 --block-shapes 4096x7168x16384,4096x4096x7168 --json $Q_OUT/exp_uniform.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16 \
---shapes 1024x1024x65536,1024x1024x131072,512x2048x65536,2048x512x65536,1536x1024x65536,256x16384x4096 \
---variants auto,block_n=128,block_n=256 --rounds 3 --iters 20 --json $Q_OUT/exp_wide.json"
+# Experiment (stop 16): out-of-sample checks of stop 15's rules, each against the previous choice in the
+# same run (b_vs_a / the variant ratios; adopt or revert on >= 2 agreeing shapes, nothing below 0.99):
+# (1) UNIFORM_CONSUMER=1 for the cooperative 128x64 one-row kernels (+0.9% at 128x8192x8192 in stop 15's
+#     first call, within noise; ping-pong has it by default since stop 15);
+# (2) the 16-bit ping-pong rule (choose_block_n: >= 2 waves of 128x256, last wave <= 80% full and
+#     K <= 6144, or K <= 2048) on shapes it was not fitted to: auto vs block_n=256 (the old choice;
+#     4608^3 and 2048x6144x6144 are controls: last wave > 80% full, the rule keeps 128x256);
+# (3) the split rules (up to 8 splits in one round; 128x256 split when its one-round schedule is shorter)
+#     on shapes they were not fitted to: auto vs splits=4 / block_n=128.
+add experiment 75 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
+--shapes 128x8192x8192,96x8192x8192,128x16384x8192 --json $Q_OUT/exp_uniform_one_row.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 \
+--shapes 3072x6144x4096,7168x3072x4096,4608x4608x4608,2048x6144x6144 --variants auto,block_n=256 \
+--json $Q_OUT/exp_pingpong_rule.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 \
+--shapes 256x256x65536,384x384x65536,1152x1024x49152,1664x768x32768 --variants auto,splits=4,block_n=128 \
+--json $Q_OUT/exp_split_rules.json"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1

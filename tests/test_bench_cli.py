@@ -826,9 +826,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
-        "python bench/define_ab.py --defines BS_SB_AFTER_FENCE=1 --rounds 5 --block-shapes 4096x7168x16384,",
-        "python bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 --shapes 4096x4096x4096,",
-        "python -m rawcoop bench --suite main --dtype bfloat16 --shapes 1024x1024x65536,",
+        "python bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 --shapes 128x8192x8192,",
+        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 --shapes 3072x6144x4096,",
+        "python -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 --shapes 256x256x65536,",
     ]
     pos = [text.find(e) for e in expected]
     assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
