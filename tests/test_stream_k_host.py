@@ -347,3 +347,41 @@ def test_time_in_rounds():
     assert decompose(132 + 30, 512, 132).time_in_rounds(132) == 1 + 1 / 4
     assert decompose(300, 64, 132).time_in_rounds(132) == 2 + 1 / 3     # 36 tail tiles in 3 splits
     assert decompose(264, 64, 132).time_in_rounds(132) == 2.0
+
+
+def test_spread_split_k_workspace_in_plans(monkeypatch):
+    """gemm sizes the workspace for the reduction its kernel will run: a slot per
+    split for cooperative kernels that spread, one slot for ping-pong (chain)."""
+    stub_planning(monkeypatch)
+    a, b = tn(1024, 1024, 8192, "bfloat16")               # 64 tiles of 128x128, 2 splits: 128 units
+    coop = build(a, b, _block_n=128, _pingpong=False, _splits=2)
+    pp = build(a, b, _block_n=128, _pingpong=True, _splits=2)
+    for plan in (coop, pp):
+        assert plan.decomposition.splits == 2 and plan.decomposition.spread(plan.grid[0])
+    assert coop.ws_floats == 2 * pp.ws_floats == 2 * coop.decomposition.workspace_floats(128)
+    assert coop.ws_flags == pp.ws_flags == coop.decomposition.flag_count()
+
+
+@pytest.mark.parametrize("mnk", [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 14336, 4096), (1024, 1024, 65536),
+                                 (3456, 4096, 8192), (1792, 3840, 8192), (2048, 2048, 8192), (128, 8192, 8192),
+                                 (96, 8192, 8192), (16, 8192, 8192), (16, 4096, 8192), (1, 4096, 4096),
+                                 (1408, 1024, 65536), (512, 512, 65536), (3072, 3072, 3072), (3072, 4096, 2048)],
+                                ids=str)
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+@pytest.mark.parametrize("b_kmajor", [True, False])
+def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajor):
+    """A plain 16-bit GEMM (no C, bias or activation) runs a kernel that
+    `python -m rawcoop warmup` (gemm_configs.all_configs) compiles, whatever
+    tile, decomposition, ping-pong or swap-AB the rules pick.  (Swap-AB plans
+    used to name BIAS_ON_ROWS=1 without a bias: a kernel nothing warmed.)"""
+    from test_lowp_host import StubArray
+    from rawcoop import gemm_configs
+    stub_planning(monkeypatch)
+    m, n, k = mnk
+    a, b = tn(m, n, k, dt)
+    if not b_kmajor:
+        b = StubArray((k, n), b.dtype)
+    plan = build(a, b)
+    assert plan.cfg.spec in set(gemm_configs.all_specs()), plan.cfg.spec.label
+    kind = gemm_configs.IN_KINDS[dt]
+    assert gemm_configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
