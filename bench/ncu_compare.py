@@ -11,6 +11,14 @@ labelled cuBLAS).  The parent parses ncu's text report and prints one row per
 kernel with the metrics.  ``--variants`` takes the bench's syntax
 (``auto``, ``key=value`` pairs of gemm's ``_`` options joined by ``:``).
 
+``--dtype e4m3``: per-tensor fp8 (normal samples rounded to e4m3, uint8
+storage with ``a_format``/``b_format``, 1-element device scales, bf16 out;
+TN only), and ``--cublas`` profiles cuBLASLt through ``torch._scaled_mm``
+(``use_fast_accum=True``, the accumulation rawcoop matches; labelled
+"cuBLASLt").  For the short fp8 rows whose bench timing is paced by the host
+(fp8 128x8192x8192: per-call and batch timing both flagged host-bound, stop
+15), ncu's kernel time is the comparison that is left.
+
 Default metrics: kernel time, DRAM and L2 throughput (% of peak) and bytes,
 SM throughput; ``--metrics`` replaces them.  ``--raw`` prints ncu's report as
 is (when a metric name is rejected, ncu says so there).
@@ -61,13 +69,16 @@ def parse_report(text: str) -> list[dict]:
     return out
 
 
+BASELINES = ("cuBLAS", "cuBLASLt")
+
+
 def label_kernels(kernels: list[dict], order: list[str]) -> list[str]:
     """Labels for the profiled kernels: one per rawcoop variant in ``order``
-    (each launches one gemm_kernel), then "cuBLAS" for whatever follows."""
-    labels = []
-    for i, _ in enumerate(kernels):
-        labels.append(order[i] if i < len(order) and order[i] != "cuBLAS" else "cuBLAS")
-    return labels
+    (each launches one gemm_kernel), then the baseline's name ("cuBLAS" or
+    "cuBLASLt", the entry after the variants) for whatever follows."""
+    ours = next((i for i, name in enumerate(order) if name in BASELINES), len(order))
+    base = order[ours] if ours < len(order) else "cuBLAS"
+    return [order[i] if i < ours else base for i in range(len(kernels))]
 
 
 def format_rows(kernels: list[dict], labels: list[str], metrics) -> str:
@@ -92,15 +103,50 @@ def parse_args(argv=None):
     from rawcoop.bench import parse_shape, parse_variants
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", type=parse_shape, required=True, help="MxNxK")
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "e4m3"))
     ap.add_argument("--layout", default="TN", choices=("TN", "NN", "NT", "TT"))
     ap.add_argument("--variants", type=parse_variants, default=[("auto", {})], help="as the bench's --variants")
-    ap.add_argument("--cublas", action="store_true", help="profile cupy.matmul last")
+    ap.add_argument("--cublas", action="store_true",
+                    help="profile cupy.matmul last (e4m3: cuBLASLt through torch._scaled_mm)")
     ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
     ap.add_argument("--ncu", default=None, help="the ncu executable (default: from PATH)")
     ap.add_argument("--raw", action="store_true", help="print ncu's report as is, too")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.dtype == "e4m3" and args.layout != "TN":
+        ap.error(f"--dtype e4m3 takes --layout TN only (fp8 operands must be K-major), got {args.layout}")
+    return args
+
+
+def fp8_calls(cp, args):
+    """(name, call) pairs for --dtype e4m3: rawcoop's variants, then cuBLASLt."""
+    import ml_dtypes
+    import numpy as np
+
+    import rawcoop
+    from rawcoop.operands import np_dtype
+    m, n, k = args.shape.m, args.shape.n, args.shape.k
+    rng = np.random.default_rng(0)
+
+    def codes(rows):
+        x = rng.standard_normal((rows, k), dtype=np.float32)
+        return cp.asarray(x.astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    a8, b8t = codes(m), codes(n)
+    sa, sb = cp.asarray([0.5], dtype=cp.float32), cp.asarray([2.0], dtype=cp.float32)
+    bf16 = np_dtype("bfloat16")
+    d = cp.empty((m, n), dtype=bf16)
+    calls = [(name, (lambda kw=kw: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3", scale_a=sa,
+                                                scale_b=sb, out_dtype=bf16, out=d, **kw)))
+             for name, kw in args.variants]
+    if args.cublas:
+        import torch
+        ta = torch.as_tensor(a8, device="cuda").view(torch.float8_e4m3fn)
+        tb = torch.as_tensor(b8t, device="cuda").view(torch.float8_e4m3fn).t()
+        tsa, tsb = torch.as_tensor(sa, device="cuda"), torch.as_tensor(sb, device="cuda")
+        td = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+        calls.append(("cuBLASLt", lambda: torch._scaled_mm(ta, tb, scale_a=tsa, scale_b=tsb, out_dtype=torch.bfloat16,
+                                                           use_fast_accum=True, out=td)))
+    return calls
 
 
 def child(args) -> int:
@@ -109,18 +155,21 @@ def child(args) -> int:
 
     import rawcoop
     from rawcoop.operands import np_dtype
-    dt = np_dtype(args.dtype)
-    m, n, k = args.shape.m, args.shape.n, args.shape.k
-    rs = cp.random.RandomState(0)
+    if args.dtype == "e4m3":
+        calls = fp8_calls(cp, args)
+    else:
+        dt = np_dtype(args.dtype)
+        m, n, k = args.shape.m, args.shape.n, args.shape.k
+        rs = cp.random.RandomState(0)
 
-    def rand(shape):
-        return rs.standard_normal(shape, dtype=cp.float32).astype(dt)
-    a = rand((m, k)) if args.layout[0] == "T" else rand((k, m)).T
-    b = rand((k, n)) if args.layout[1] == "T" else rand((n, k)).T
-    d = cp.empty((m, n), dtype=dt)
-    calls = [(name, (lambda kw=kw: rawcoop.gemm(a, b, out=d, **kw))) for name, kw in args.variants]
-    if args.cublas:
-        calls.append(("cuBLAS", lambda: cp.matmul(a, b, out=d)))
+        def rand(shape):
+            return rs.standard_normal(shape, dtype=cp.float32).astype(dt)
+        a = rand((m, k)) if args.layout[0] == "T" else rand((k, m)).T
+        b = rand((k, n)) if args.layout[1] == "T" else rand((n, k)).T
+        d = cp.empty((m, n), dtype=dt)
+        calls = [(name, (lambda kw=kw: rawcoop.gemm(a, b, out=d, **kw))) for name, kw in args.variants]
+        if args.cublas:
+            calls.append(("cuBLAS", lambda: cp.matmul(a, b, out=d)))
     for _ in range(3):
         for _, f in calls:
             f()

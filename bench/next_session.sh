@@ -15,7 +15,7 @@
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
 #                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
 #                suite, without running those files twice)
-#   4 fuzz       python bench/fuzz.py --count 2000 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
+#   4 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
 #                shows the last case run if the step hits its cap)
 #   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
@@ -90,10 +90,10 @@ add warmup 15 "$PY -m rawcoop warmup --all --quiet"
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 # The two pytest steps took 130 s + 174 s in stop 12 (the focus step's old 110 s cap fired right after
 # its summary line) and did not finish in 277 s on a slower instance in stop 11 (warm-up 13.9 s instead
-# of 6 s), hence the caps; fuzz runs 2000 cases (40-51 s).
+# of 6 s), hence the caps; fuzz runs 1500 cases (2000 took 38-51 s; stop 16 gives the experiment 10 s more).
 add focus 150 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
 add gpu-suite 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-add fuzz 55 "$PY bench/fuzz.py --count 2000 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
+add fuzz 45 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
 add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
@@ -108,15 +108,18 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     K <= 6144, or K <= 2048) on shapes it was not fitted to: auto vs block_n=256 (the old choice;
 #     4608^3 and 2048x6144x6144 are controls: last wave > 80% full, the rule keeps 128x256);
 # (3) the split rules (up to 8 splits in one round; 128x256 split when its one-round schedule is shorter)
-#     on shapes they were not fitted to: auto vs splits=4 / block_n=128.
-add experiment 75 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
+#     on shapes they were not fitted to: auto vs splits=4 / block_n=128;
+# (4) ncu kernel times of fp8 128x8192x8192 (its bench rows are paced by the host, stop 15): rawcoop's
+#     one-row 128x64, 128x128 + 2 splits and 1x2 clusters against cuBLASLt (bench/ncu_compare.py).
+add experiment 85 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
 --shapes 128x8192x8192,96x8192x8192,128x16384x8192 --json $Q_OUT/exp_uniform_one_row.json; \
 $PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 \
 --shapes 3072x6144x4096,7168x3072x4096,4608x4608x4608,2048x6144x6144 --variants auto,block_n=256 \
 --json $Q_OUT/exp_pingpong_rule.json; \
 $PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 \
 --shapes 256x256x65536,384x384x65536,1152x1024x49152,1664x768x32768 --variants auto,splits=4,block_n=128 \
---json $Q_OUT/exp_split_rules.json"
+--json $Q_OUT/exp_split_rules.json; \
+$PY bench/ncu_compare.py --shape 128x8192x8192 --dtype e4m3 --variants auto,block_n=128,cluster=1x2 --cublas"
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -175,7 +178,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment:"
-                grep -E '^\{"kind"|^\| (bf16|fp16) ' "$f" | head -n 40 ;;
+                grep -E '^\{"kind"|^\| (bf16|fp16) |^(variant|auto|block_n|cluster|cuBLASLt) ' "$f" | head -n 60 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then

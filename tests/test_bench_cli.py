@@ -822,7 +822,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         "tests/test_fp8_block_gpu.py "
         "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
         "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_streamk_gpu.py",
-        f"python bench/fuzz.py --count 2000 --seed 7 --log {out}/fuzz_cases.jsonl",
+        f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",

@@ -55,6 +55,18 @@ def test_labels_and_table():
     assert lines[2].rstrip().endswith("-")                               # n/a shown as "-"
 
 
+def test_fp8_labels_and_arguments():
+    ks = nc.parse_report(SAMPLE)
+    assert nc.label_kernels(ks, ["auto", "block_n=128", "cuBLASLt"]) == ["auto", "block_n=128", "cuBLASLt",
+                                                                          "cuBLASLt"]
+    assert nc.label_kernels(ks, ["auto"]) == ["auto", "cuBLAS", "cuBLAS", "cuBLAS"]   # more kernels than variants
+    args = nc.parse_args(["--shape", "128x8192x8192", "--dtype", "e4m3", "--variants", "auto,block_n=128",
+                          "--cublas"])
+    assert args.dtype == "e4m3" and args.layout == "TN" and args.cublas
+    with pytest.raises(SystemExit):
+        nc.parse_args(["--shape", "128x8192x8192", "--dtype", "e4m3", "--layout", "NN"])   # fp8 is TN only
+
+
 def test_command_and_arguments(tmp_path):
     cmd = nc.ncu_command("/opt/ncu", ["a__b.sum", "c__d.avg"], ["--shape", "128x8192x8192"])
     assert cmd[:5] == ["/opt/ncu", "--profile-from-start", "off", "--metrics", "a__b.sum,c__d.avg"]
