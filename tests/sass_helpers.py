@@ -1,0 +1,71 @@
+"""SASS of rawcoop's kernels for the tests, on any machine: the cubin comes
+from the kernel cache (NVRTC compiles sm_90a without a GPU) and is read by
+nvdisasm (pip ``nvidia-cuda-nvdisasm``, in the ``test`` extra, or on PATH)
+or, on a CUDA machine without it, ``cuobjdump -sass``.  The two print the
+same instruction lines (``/*offset*/ [@pred] OPCODE operands ;``)."""
+import os
+import re
+import shutil
+import subprocess
+
+
+def _nvdisasm():
+    exe = shutil.which("nvdisasm")
+    if exe:
+        return exe
+    try:
+        import nvidia                      # namespace package of NVIDIA's pip wheels
+    except ImportError:
+        return None
+    for base in getattr(nvidia, "__path__", []):
+        for sub in sorted(os.listdir(base), reverse=True):       # cu13 before cu12
+            path = os.path.join(base, sub, "bin", "nvdisasm")
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def _cuobjdump():
+    exe = shutil.which("cuobjdump")
+    for d in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"):
+        if not exe and d and os.access(os.path.join(d, "bin", "cuobjdump"), os.X_OK):
+            exe = os.path.join(d, "bin", "cuobjdump")
+    return exe
+
+
+def disassembler() -> list | None:
+    """The command that prints a cubin's SASS (the cubin's path appended), or None."""
+    exe = _nvdisasm()
+    if exe:
+        return [exe]
+    exe = _cuobjdump()
+    return [exe, "-sass"] if exe else None
+
+
+def sass(spec, tmp_path) -> str:
+    """The SASS of ``spec``'s cubin (compiled through the kernel cache)."""
+    import pytest
+
+    from rawcoop.cache import default_cache
+    cmd = disassembler()
+    if cmd is None:
+        pytest.fail("no SASS disassembler: pip install nvidia-cuda-nvdisasm (the test extra has it), "
+                    "or put nvdisasm or cuobjdump on PATH")
+    path = tmp_path / f"{spec.name}.cubin"
+    path.write_bytes(default_cache().get(spec))
+    return subprocess.run(cmd + [str(path)], check=True, capture_output=True, text=True).stdout
+
+
+_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
+
+
+def mainloop_ops(text: str) -> list:
+    """Opcodes from the first to the last (H|Q)GMMA of the SASS: the mainloop."""
+    lines = text.splitlines()
+    idx = [i for i, line in enumerate(lines) if "GMMA" in line]
+    ops = []
+    for line in lines[idx[0]:idx[-1] + 1]:
+        m = _OP.search(line)
+        if m:
+            ops.append(m.group(1))
+    return ops
