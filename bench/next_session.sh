@@ -90,8 +90,9 @@ add warmup 15 "$PY -m rawcoop warmup --all --quiet"
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 # The two pytest steps took 130 s + 174 s in stop 12 (the focus step's old 110 s cap fired right after
 # its summary line) and did not finish in 277 s on a slower instance in stop 11 (warm-up 13.9 s instead
-# of 6 s), hence the caps; fuzz runs 1500 cases (2000 took 38-51 s; stop 16 gives the experiment 10 s more).
-add focus 150 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+# of 6 s), hence the caps (focus 124 s and the rest 199 s in stop 15: focus 140 leaves the experiment 95);
+# fuzz runs 1500 cases (2000 took 38-51 s).
+add focus 140 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
 add gpu-suite 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 45 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
 add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
@@ -109,10 +110,14 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     4608^3 and 2048x6144x6144 are controls: last wave > 80% full, the rule keeps 128x256);
 # (3) the split rules (up to 8 splits in one round; 128x256 split when its one-round schedule is shorter)
 #     on shapes they were not fitted to: auto vs splits=4 / block_n=128;
-# (4) ncu kernel times of fp8 128x8192x8192 (its bench rows are paced by the host, stop 15): rawcoop's
+# (4) BS_PROXY_FENCE=0: block-scaled fp8 without the per-k-block fence.proxy.async (MEMBAR.ALL.CTA in
+#     SASS) before releasing a stage (b_rel_diff must be 0; adopt only with test_fp8_block_gpu passing);
+# (5) ncu kernel times of fp8 128x8192x8192 (its bench rows are paced by the host, stop 15): rawcoop's
 #     one-row 128x64, 128x128 + 2 splits and 1x2 clusters against cuBLASLt (bench/ncu_compare.py).
-add experiment 85 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
+add experiment 95 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
 --shapes 128x8192x8192,96x8192x8192,128x16384x8192 --json $Q_OUT/exp_uniform_one_row.json; \
+$PY bench/define_ab.py --defines BS_PROXY_FENCE=0 --rounds 5 \
+--block-shapes 4096x7168x16384,4096x4096x7168,128x7168x16384 --json $Q_OUT/exp_bs_proxy_fence.json; \
 $PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 \
 --shapes 3072x6144x4096,7168x3072x4096,4608x4608x4608,2048x6144x6144 --variants auto,block_n=256 \
 --json $Q_OUT/exp_pingpong_rule.json; \
