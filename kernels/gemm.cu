@@ -208,8 +208,8 @@
 #define BS_TWO_TMP 1
 #endif
 #define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
-#ifndef BS_SB_AFTER_FENCE   // experiment (stop 14, not yet measured): block-scaled SB read after the stage's proxy fence
-#define BS_SB_AFTER_FENCE 0  // (fence.proxy.async is MEMBAR.ALL.CTA in SASS: it waits for the SB load issued just before)
+#ifndef BS_SB_AFTER_FENCE   // experiment, off: block-scaled SB read after the stage's proxy fence (MEMBAR.ALL.CTA in
+#define BS_SB_AFTER_FENCE 0  // SASS, which waits for the SB load issued just before); H200 stop 15: no faster (0.99-1.00)
 #endif
 #ifndef BS_PROXY_FENCE      // block-scaled: fence.proxy.async before releasing a stage whose SA slot was read with
 #define BS_PROXY_FENCE 1    // ld.shared (1); 0, experiment (stop 15, not yet measured): no fence, see `retire`
@@ -399,7 +399,7 @@ RC_DEVICE u32 pack_out16(float lo, float hi) {
 // tile's, except with the spread split-K reduction, where split s of S stores
 // [s·kChunks/S, (s+1)·kChunks/S) (possibly none).  The consumers and the C
 // loader both take it from here.  `spread`: the launch spreads its reductions
-// (RC_SPREAD and every split unit resident, see the kernel).
+// (RC_SPREAD and the host's bmask bit 3, see the kernel).
 struct ChunkRange {
     bool spread;    // this unit is a split of a spread reduction
     u32 lo, hi;

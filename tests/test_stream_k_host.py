@@ -281,7 +281,8 @@ def test_capture_fallback_runs_the_data_parallel_plan_only_for_automatic_choices
 
 def test_spread_split_k_rule():
     """The spread split-K reduction (kernels/gemm.cu SPLIT_SPREAD): only split-K
-    (never stream-K) whose split units are at most one per CTA of the grid, so
+    (never stream-K) whose tiles have all their splits running at once (split
+    units at most one per CTA of the grid, or rounds the splits divide), so
     that every split a unit waits for is running; the workspace then holds a
     slot per split."""
     tail = decompose(64, 1024, 132)                       # 1024^2 x 65536 in 128x128 tiles: 2 splits
