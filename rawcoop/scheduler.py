@@ -190,7 +190,13 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
 
 
 ONE_ROUND_MAX_SPLITS = 8      # no full wave: up to this many splits when they all run in one round (spread
-ONE_ROUND_MIN_KBLOCKS = 64    # reduction), each keeping >= 4096 of K (512x512x65536: 8 splits +10% and +31% vs 4, stop 15)
+                              # reduction; 512x512x65536: 8 splits +10% and +31% vs 4, stop 15) ...
+FEW_TILES_MAX_SPLITS = 16     # ... or this many when all of them fit (at most 8 tiles on 132 SMs), and
+ONE_ROUND_MIN_KBLOCKS = 16    # each split keeps >= 1024 of K.  H200 stop 16, bf16: probe (call 2) 256x256x65536
+                              # 16 vs 8 splits +25%, 32 +16%, 256x512x16384 16 vs 4 +41%, 384x384x65536 14 vs
+                              # 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes
+                              # (call 3, 4 rounds): 13 faster, +2% to +48% (256x256x16384 +48%, 192x192x65536
+                              # +39%, 384x384x16384 +30%, 512x512x8192 +8%), 64x1024x65536 -2% (bench/NOTES.md)
 
 
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
@@ -198,7 +204,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
     k-blocks each; without a full wave (all splits in one round, reduced
-    spread) up to ONE_ROUND_MAX_SPLITS of at least ONE_ROUND_MIN_KBLOCKS.
+    spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
+    splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS.
     ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
     :func:`decompose_stream_k`.
 
@@ -216,7 +223,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
-        s = max(s, min(sm_count // tail, ONE_ROUND_MAX_SPLITS, k_blocks // ONE_ROUND_MIN_KBLOCKS))
+        cap = FEW_TILES_MAX_SPLITS if tail * FEW_TILES_MAX_SPLITS <= sm_count else ONE_ROUND_MAX_SPLITS
+        s = max(s, min(sm_count // tail, cap, k_blocks // ONE_ROUND_MIN_KBLOCKS))
     if s < 2:
         return Decomposition(tiles, k_blocks, tiles, 1)
     return Decomposition(tiles, k_blocks, full_waves * sm_count, s)

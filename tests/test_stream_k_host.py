@@ -328,18 +328,32 @@ def test_spread_waits_only_within_a_round(seed):
 
 def test_one_round_split_k_rule():
     """Without a full wave, split-K takes up to ONE_ROUND_MAX_SPLITS splits (all
-    units resident: the spread reduction) where each keeps >= 4096 of K;
-    otherwise MAX_SPLITS; never several rounds by default."""
+    units resident: the spread reduction), FEW_TILES_MAX_SPLITS when that many
+    splits of every tile fit on the SMs, each keeping >= ONE_ROUND_MIN_KBLOCKS
+    k-blocks; otherwise MAX_SPLITS; never several rounds by default."""
     d = decompose(16, 1024, 132)                          # 512x512x65536, 128x128: 8 splits, 128 units
     assert (d.tiles_dp, d.splits, d.units) == (0, 8, 128) and d.spread(132)
-    assert decompose(16, 128, 132).splits == 4            # 8192 of K: the old cap (8 splits would keep 1024)
-    assert decompose(16, 384, 132).splits == 6            # 384 // 64
+    assert decompose(16, 128, 132).splits == 8            # 512x512x8192: 8 splits of 1024 (4 before stop 16)
+    assert decompose(16, 96, 132).splits == 6             # 96 // 16 k-blocks
+    assert decompose(16, 16, 132).splits == 2             # short K: MAX_SPLITS' rule, >= 8 k-blocks per split
+    d = decompose(4, 1024, 132)                           # 256x256x65536: 4 tiles, 16 splits of 64 k-blocks
+    assert (d.splits, d.units) == (16, 64) and d.spread(132)
+    assert decompose(8, 256, 132).splits == 16            # 256x512x16384: 8 tiles x 16 = 128 units
+    assert decompose(9, 1024, 132).splits == 8            # 384x384x65536: 16 x 9 > 132, so at most 8 (14 ran -3%)
+    assert decompose(8, 200, 132).splits == 12            # 200 // 16
     assert decompose(132 + 16, 1024, 132).splits == 4     # after a full wave: MAX_SPLITS
     assert decompose(96, 1024, 132).splits == 1           # 96 tiles: one round of splits cannot fill the SMs
     for t, kb, sms in _cases(300, 5):
         d = decompose(t, kb, sms)
         assert d.units - d.tiles_dp <= sms or d.splits == 1, d       # one round of split units at most
-        assert d.splits <= (scheduler.ONE_ROUND_MAX_SPLITS if t < sms else scheduler.MAX_SPLITS)
+        if t >= sms:
+            assert d.splits <= scheduler.MAX_SPLITS, d
+        else:
+            cap = (scheduler.FEW_TILES_MAX_SPLITS if t * scheduler.FEW_TILES_MAX_SPLITS <= sms
+                   else scheduler.ONE_ROUND_MAX_SPLITS)
+            assert d.splits <= cap, d
+            if d.splits > scheduler.MAX_SPLITS:
+                assert kb // d.splits >= scheduler.ONE_ROUND_MIN_KBLOCKS, d
 
 
 def test_time_in_rounds():
