@@ -221,10 +221,6 @@
 #define SPLIT_SPREAD 1
 #endif
 #define RC_SPREAD (SPLIT_SPREAD && !PINGPONG && !STREAM_K)   // cooperative data-parallel/split-K kernels only
-#ifndef SPREAD_BATCH        // spread split-K: other splits' partials loaded per step of the reduction (their loads
-#define SPREAD_BATCH 4      // in flight together; the adds stay in split order: the same bits as 1).  H200 stop 16,
-#endif                      // bf16 vs 1: +0.8% / +1.2% / +3.2% at 8 / 16 / 32 splits of 256x256x65536, +2.2% at
-                            // 16 splits of 256x512x16384, neutral (0.997-1.006) at 2-8 splits elsewhere
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD (RC_BS_TWO_TMP ? 1 : 2)   // H200, stop 13: 1 is 3-4% faster with two temporaries
 #endif
@@ -291,11 +287,6 @@ constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
 constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * RC_CLUSTER;  // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
 constexpr u32 kChunks = BLOCK_N / kEpiCols;                   // epilogue chunks per 64-row half
-// Spread split-K: partials loaded per reduction step, at most what keeps the
-// accumulators plus the loaded chunks within 192 registers per thread.
-constexpr u32 kSpreadBatchFit = (192u - kAccRegs) / kChunkRegs;
-constexpr u32 kSpreadBatch = SPREAD_BATCH < 1 ? 1u : (u32(SPREAD_BATCH) < kSpreadBatchFit ? u32(SPREAD_BATCH)
-                                                      : (kSpreadBatchFit < 1 ? 1u : kSpreadBatchFit));
 #if RC_BLOCK_SCALED
 constexpr u32 kSABytes = BLOCK_M * 4;                        // per stage: one fp32 A scale per tile row
 #endif
@@ -942,29 +933,17 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #pragma unroll
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc < ch_lo || jc >= ch_hi) continue;
-                        // kSpreadBatch partials per step: all their loads are issued
-                        // before the first add; the adds run in split order (the same
-                        // sum, bit for bit, as one partial per step).
 #pragma unroll 1
-                        for (int p0 = 0; p0 < S; p0 += int(kSpreadBatch)) {
-                            float x[kSpreadBatch][kChunkRegs];
+                        for (int p = 0; p < S; ++p) {
+                            if (p == me) continue;
+                            const float* src = ws + (size_t)p * (64 * BLOCK_N);
+                            float x[kChunkRegs];
 #pragma unroll
-                            for (u32 b = 0; b < kSpreadBatch; ++b) {
-                                const int p = p0 + int(b);
-                                if (p >= S || p == me) continue;
-                                const float* src = ws + (size_t)p * (64 * BLOCK_N);
+                            for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                                ld_cg_f32x4(src + ((jc * (kChunkRegs / 4) + q) * 128u + tid) * 4u,
+                                            x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
 #pragma unroll
-                                for (u32 q = 0; q < kChunkRegs / 4; ++q)
-                                    ld_cg_f32x4(src + ((jc * (kChunkRegs / 4) + q) * 128u + tid) * 4u,
-                                                x[b][4 * q], x[b][4 * q + 1], x[b][4 * q + 2], x[b][4 * q + 3]);
-                            }
-#pragma unroll
-                            for (u32 b = 0; b < kSpreadBatch; ++b) {
-                                const int p = p0 + int(b);
-                                if (p >= S || p == me) continue;
-#pragma unroll
-                                for (u32 r = 0; r < kChunkRegs; ++r) acc[0][jc * kChunkRegs + r] += x[b][r];
-                            }
+                            for (u32 r = 0; r < kChunkRegs; ++r) acc[0][jc * kChunkRegs + r] += x[r];
                         }
                     }
                 } else
