@@ -189,23 +189,30 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
     return Decomposition(tiles, k_blocks, full_waves * sm_count, pieces, sm_count)
 
 
-ONE_ROUND_MAX_SPLITS = 8      # no full wave: up to this many splits when they all run in one round (spread
-                              # reduction; 512x512x65536: 8 splits +10% and +31% vs 4, stop 15) ...
-FEW_TILES_MAX_SPLITS = 16     # ... or this many when all of them fit (at most 8 tiles on 132 SMs), and
-ONE_ROUND_MIN_KBLOCKS = 16    # each split keeps >= 1024 of K.  H200 stop 16, bf16: probe (call 2) 256x256x65536
-                              # 16 vs 8 splits +25%, 32 +16%, 256x512x16384 16 vs 4 +41%, 384x384x65536 14 vs
-                              # 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes
-                              # (call 3, 4 rounds): 13 faster, +2% to +48% (256x256x16384 +48%, 192x192x65536
-                              # +39%, 384x384x16384 +30%, 512x512x8192 +8%), 64x1024x65536 -2% (bench/NOTES.md)
+# Without a full wave (every split unit resident, the spread reduction):
+ONE_ROUND_MAX_SPLITS = 8      # up to this many splits (512x512x65536: 8 splits +10% and +31% vs 4, stop 15),
+FEW_TILES_MAX_SPLITS = 16     # or this many where all of them fit (at most 8 tiles on 132 SMs; 128-wide tiles
+                              # or wider: 64x1024x65536 in 8 128x64 tiles ran 16 splits -2.1% and -4.6% against
+                              # 8 in two calls, stop 16),
+ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for 16-bit inputs).
+# H200 stop 16, bf16, same-run A/Bs: 256x256x65536 16 vs 8 splits +25% (32: +16%), 256x512x16384 16 vs 4
+# +41%, 384x384x65536 14 vs 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes,
+# two calls (4 and 3 rounds): 256x256x16384 +48% / +43%, 192x192x65536 +39% / +39%, 384x384x16384 +30% / +31%,
+# 256x512x16384 +25% / +29%, 256x256x65536 +22% / +33%, 128x512x32768 +18% / +19%, 1024x128x8192 +18% /
+# +15%, 640x512x16384 +4% / +11%, 512x512x8192 +8% / +5%, 256x1024x8192 +5% / +4%, 768x384x8192 +3% / +1%,
+# 128x2048x16384 +2% / +1%, 1536x256x16384 +2% / +3% (bench/NOTES.md, "stop 16").
 
 
-def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None) -> Decomposition:
+def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None,
+              few_tiles_max_splits: int = FEW_TILES_MAX_SPLITS) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
     k-blocks each; without a full wave (all splits in one round, reduced
-    spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
-    splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS.
+    spread) up to ONE_ROUND_MAX_SPLITS (``few_tiles_max_splits`` where that
+    many splits of every tile fit on the SMs: :func:`schedule` passes
+    FEW_TILES_MAX_SPLITS for tiles of 128 columns or more, ONE_ROUND_MAX_SPLITS
+    for 128x64 tiles) of at least ONE_ROUND_MIN_KBLOCKS.
     ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
     :func:`decompose_stream_k`.
 
@@ -223,7 +230,7 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
-        cap = FEW_TILES_MAX_SPLITS if tail * FEW_TILES_MAX_SPLITS <= sm_count else ONE_ROUND_MAX_SPLITS
+        cap = few_tiles_max_splits if tail * few_tiles_max_splits <= sm_count else ONE_ROUND_MAX_SPLITS
         s = max(s, min(sm_count // tail, cap, k_blocks // ONE_ROUND_MIN_KBLOCKS))
     if s < 2:
         return Decomposition(tiles, k_blocks, tiles, 1)
@@ -301,7 +308,8 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
     elif stream_k:
         dec = decompose_stream_k(tiles, max(1, cdiv(k, block_k)), sm_count)
     else:
-        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits)
+        few = FEW_TILES_MAX_SPLITS if block_n >= 128 else ONE_ROUND_MAX_SPLITS   # not for 128x64 tiles (see FEW_TILES_MAX_SPLITS)
+        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, few)
     units = dec.units if dec is not None else tiles
     return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
 
