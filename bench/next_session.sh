@@ -1,30 +1,35 @@
 #!/usr/bin/env bash
-# The next GPU session's checks, in ONE device call on one H200 (<= 590 s wall).
+# The next GPU session's checks, in TWO device calls on one H200 (each <= 590 s wall):
 #
-#   bash bench/next_session.sh            # run everything; logs and results under $OUT (else ./next_session_out)
-#   bash bench/next_session.sh --dry-run  # print the commands and their time caps, run nothing
+#   bash bench/next_session.sh                # part 1: validation (the whole GPU test suite)
+#   bash bench/next_session.sh --part 2       # part 2: fuzz, sanitizer, bench, experiment
+#   bash bench/next_session.sh --dry-run [--part N]   # print the commands and their time caps, run nothing
 #
+# The whole `pytest -m gpu` suite (~470 s since test_sass_gpu joined it in stop
+# 15) no longer fits one call together with the fuzzer, the sanitizer and the
+# bench (stop 16's first call hit the suite step's cap), hence two parts.
 # Steps, in order (each under `timeout`; a failing or timed-out step does not
 # stop the next one):
+#   part 1
 #   0 env        versions, GPU, whether torch imports (a previous session saw
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
 #                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
-#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu, test_one_row_gpu, test_tune_gpu, test_regressions_gpu,
-#                test_fp8_tf32_gpu, test_pingpong_gpu, test_cluster_gpu
-#   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the four files
-#                of step 2 are --ignore'd: together steps 2 and 3 are the full GPU
-#                suite, without running those files twice)
-#   4 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
+#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu, test_one_row_gpu, test_tune_gpu,
+#                test_regressions_gpu, test_fp8_tf32_gpu, test_fp8_block_gpu, test_pingpong_gpu, test_cluster_gpu
+#   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the files of step 2 are
+#                --ignore'd: together steps 2 and 3 are the full GPU suite, without running those files twice)
+#   part 2
+#   0 env, 1 warmup as above
+#   2 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
 #                shows the last case run if the step hits its cap)
-#   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
-#   6 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
+#   3 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
+#   4 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm); the short fp8 and
 #                small-M rows again with --timing batch (kernels back to back: not host-bound)
-#   7 experiment stop 15's rules out of sample: UNIFORM_CONSUMER=1 on the one-row kernels
-#                (bench/define_ab.py), the 16-bit ping-pong rule and the split rules vs the old choices
+#   5 experiment see the comment at the step
 #
-# Time: each step has a cap (CAPS below, 565 s in all, plus 3 s of kill grace
+# Time: each step has a cap (CAPS below, within BUDGET with 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
 # BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
 # their caps and the whole stays under BUDGET (590 s; NEXT_SESSION_BUDGET
@@ -36,12 +41,20 @@
 set -u
 
 DRY=0
-case "${1:-}" in
-    --dry-run|-n) DRY=1 ;;
-    "") ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "next_session.sh: unknown argument '$1' (use --dry-run or nothing)" >&2; exit 2 ;;
-esac
+PART=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --dry-run|-n) DRY=1 ;;
+        --part)
+            case "${2:-}" in
+                1|2) PART=$2; shift ;;
+                *) echo "next_session.sh: --part takes 1 or 2" >&2; exit 2 ;;
+            esac ;;
+        -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "next_session.sh: unknown argument '$1' (use --dry-run, --part 1|2 or nothing)" >&2; exit 2 ;;
+    esac
+    shift
+done
 
 OUTDIR="${OUT:-next_session_out}"
 OUTDIR="${OUTDIR#./}"
@@ -92,39 +105,35 @@ add warmup 15 "$PY -m rawcoop warmup --all --quiet"
 # its summary line) and did not finish in 277 s on a slower instance in stop 11 (warm-up 13.9 s instead
 # of 6 s), hence the caps (focus 124 s and the rest 199 s in stop 15: focus 140 leaves the experiment 95);
 # fuzz runs 1500 cases (2000 took 38-51 s).
-add focus 140 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+if [ "$PART" = 1 ]; then
+# The focus files took 134 s and the rest of the suite did not finish in 218 s in stop 16's first call
+# (~480 of its 652 tests; the other ~170, test_sass_gpu's included, took 114 s in the next call).
+add focus 150 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+add gpu-suite 385 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+else
 add fuzz 45 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
-add sanitize 18 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+add sanitize 25 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 42 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 16): out-of-sample checks of stop 15's rules, each against the previous choice in the
-# same run (b_vs_a / the variant ratios; adopt or revert on >= 2 agreeing shapes, nothing below 0.99):
-# (1) UNIFORM_CONSUMER=1 for the cooperative 128x64 one-row kernels (+0.9% at 128x8192x8192 in stop 15's
-#     first call, within noise; ping-pong has it by default since stop 15);
-# (2) the 16-bit ping-pong rule (choose_block_n: >= 2 waves of 128x256, last wave <= 80% full and
-#     K <= 6144, or K <= 2048) on shapes it was not fitted to: auto vs block_n=256 (the old choice;
-#     4608^3 and 2048x6144x6144 are controls: last wave > 80% full, the rule keeps 128x256);
-# (3) the split rules (up to 8 splits in one round; 128x256 split when its one-round schedule is shorter)
-#     on shapes they were not fitted to: auto vs splits=4 / block_n=128;
-# (4) BS_PROXY_FENCE=0: block-scaled fp8 without the per-k-block fence.proxy.async (MEMBAR.ALL.CTA in
-#     SASS) before releasing a stage (b_rel_diff must be 0; adopt only with test_fp8_block_gpu passing);
-# (5) ncu kernel times of fp8 128x8192x8192 (its bench rows are paced by the host, stop 15): rawcoop's
-#     one-row 128x64, 128x128 + 2 splits and 1x2 clusters against cuBLASLt (bench/ncu_compare.py).
-add experiment 95 "$PY bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 \
---shapes 128x8192x8192,96x8192x8192,128x16384x8192 --json $Q_OUT/exp_uniform_one_row.json; \
-$PY bench/define_ab.py --defines BS_PROXY_FENCE=0 --rounds 5 \
---block-shapes 4096x7168x16384,4096x4096x7168,128x7168x16384 --json $Q_OUT/exp_bs_proxy_fence.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 \
---shapes 3072x6144x4096,7168x3072x4096,4608x4608x4608,2048x6144x6144 --variants auto,block_n=256 \
---json $Q_OUT/exp_pingpong_rule.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 \
---shapes 256x256x65536,384x384x65536,1152x1024x49152,1664x768x32768 --variants auto,splits=4,block_n=128 \
---json $Q_OUT/exp_split_rules.json; \
-$PY bench/ncu_compare.py --shape 128x8192x8192 --dtype e4m3 --variants auto,block_n=128,cluster=1x2 --cublas"
+# Experiment (stop 17), each against the previous choice in the same run (adopt or revert on >= 2
+# agreeing shapes, nothing below 0.99):
+# (1) stop 16's split rule (16 splits for <= 8 tiles of 128+ columns, one-round splits >= 16 k-blocks) on
+#     shapes it was not fitted to, bf16 and fp16: auto vs splits=4 / splits=8; 64x1024x16384 is the one
+#     unmeasured change for 128x64 tiles (4 -> 8 splits);
+# (2) ncu of bf16 128x8192x8192: rawcoop 128x64 one row with and without the 1x2 cluster against cuBLAS
+#     (lts__t_bytes: our multicast path moved more L2 bytes than no cluster in stops 13 and 16);
+# (3) ncu of bf16 256x256x65536 and 512x512x65536 (0.65-0.76 of cuBLAS after stop 16): which kernel(s),
+#     grid and split-K reduction cuBLAS runs there.
+add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 \
+--shapes 256x256x32768,320x320x32768,384x256x16384,64x1024x16384,512x384x8192 --variants auto,splits=4,splits=8 \
+--json $Q_OUT/exp_split_rule_oos.json; \
+$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas; \
+$PY bench/ncu_compare.py --shape 256x256x65536 --variants auto --cublas; \
+$PY bench/ncu_compare.py --shape 512x512x65536 --variants auto --cublas"
+fi
 
 N=${#NAMES[@]}
 later_caps() {  # sum of the caps after step $1
@@ -183,7 +192,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment:"
-                grep -E '^\{"kind"|^\| (bf16|fp16) |^(variant|auto|block_n|cluster|cuBLASLt) ' "$f" | head -n 60 ;;
+                grep -E '^\{"kind"|^\| (bf16|fp16) |^(variant|auto|block_n|cluster|cuBLAS|cuBLASLt) ' "$f" | head -n 60 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then

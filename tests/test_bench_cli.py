@@ -807,40 +807,58 @@ def test_next_session_script_is_executable_and_parses():
     assert r.returncode == 0, r.stderr
 
 
-def test_next_session_dry_run_prints_every_step(tmp_path):
+def _next_session_dry_run(tmp_path, *args):
     out = tmp_path / "out"
     env = dict(os.environ, OUT=str(out), PYTHON="python")
-    r = subprocess.run(["bash", str(SCRIPT), "--dry-run"], capture_output=True, text=True, timeout=60, env=env,
-                       cwd=str(tmp_path))
+    r = subprocess.run(["bash", str(SCRIPT), "--dry-run", *args], capture_output=True, text=True, timeout=60,
+                       env=env, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
-    text = r.stdout
     assert not out.exists(), "--dry-run must not create anything"
-    expected = [
-        "python -m rawcoop warmup --all --quiet",
-        "python -m pytest tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py "
-        "tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
-        "tests/test_fp8_block_gpu.py "
-        "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
-        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_streamk_gpu.py",
-        f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
-        f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
-        f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
-        f"--json {out}/bench.json --plot {out}/bench.png",
-        "python bench/define_ab.py --defines UNIFORM_CONSUMER=1 --rounds 5 --shapes 128x8192x8192,",
-        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 10 --shapes 3072x6144x4096,",
-        "python -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 --shapes 256x256x65536,",
-    ]
-    pos = [text.find(e) for e in expected]
-    assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
-    assert pos == sorted(pos), "steps out of order"
-    for name in ("env", "warmup", "focus", "gpu-suite", "fuzz", "sanitize", "bench", "experiment"):
-        assert f"] {name} (cap " in text
+    text = r.stdout
     assert f"PYTHONPATH={ROOT}" in text and "PYTHONUNBUFFERED=1" in text
     # the time caps: the last step may end at the budget, no later
     caps = [int(c) for c in text.split("(caps ")[1].split(" s,")[0].split("+")]
     assert sum(caps) + 3 * len(caps) <= 590        # the device tool allows 600 s per command
     last = text.rsplit("at most ", 1)[1].split("s)")[0]
     assert int(last) + 3 <= 590
+    return text, out
+
+
+def _in_order(text, expected):
+    pos = [text.find(e) for e in expected]
+    assert all(p >= 0 for p in pos), [e for e, p in zip(expected, pos) if p < 0]
+    assert pos == sorted(pos), "steps out of order"
+
+
+def test_next_session_dry_run_prints_every_step(tmp_path):
+    """Part 1 (the default): the whole GPU suite, focus files first; part 2: fuzz, sanitizer, bench,
+    experiment."""
+    text, out = _next_session_dry_run(tmp_path)
+    _in_order(text, [
+        "python -m rawcoop warmup --all --quiet",
+        "python -m pytest tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py "
+        "tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
+        "tests/test_fp8_block_gpu.py "
+        "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
+        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_streamk_gpu.py",
+    ])
+    for name in ("env", "warmup", "focus", "gpu-suite"):
+        assert f"] {name} (cap " in text
+    assert "bench/fuzz.py" not in text and "rawcoop bench" not in text
+    assert text == _next_session_dry_run(tmp_path, "--part", "1")[0]
+    text, out = _next_session_dry_run(tmp_path, "--part", "2")
+    _in_order(text, [
+        "python -m rawcoop warmup --all --quiet",
+        f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
+        f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
+        f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
+        f"--json {out}/bench.json --plot {out}/bench.png",
+        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 --shapes 256x256x32768,",
+        "python bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas",
+    ])
+    for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
+        assert f"] {name} (cap " in text
+    assert "-m pytest" not in text
 
 
 def test_next_session_default_output_dir_and_bad_argument(tmp_path):
@@ -851,6 +869,8 @@ def test_next_session_default_output_dir_and_bad_argument(tmp_path):
     assert not (tmp_path / "next_session_out").exists()
     r = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "unknown argument" in r.stderr
+    r = subprocess.run(["bash", str(SCRIPT), "--part", "3"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and "--part takes 1 or 2" in r.stderr
 
 
 def test_fp8_suite_when_torch_breaks_on_the_gpu(fake_gpu, capsys):
