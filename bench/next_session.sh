@@ -127,7 +127,10 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     (lts__t_bytes: our multicast path moved more L2 bytes than no cluster in stops 13 and 16; the second
 #     run's metrics split that into L2->SM crossbar bytes and L2 read requests - names not yet tried on the
 #     H200: if ncu rejects one, only that command fails);
-# (3) ncu of bf16 256x256x65536 and 512x512x65536 (0.65-0.76 of cuBLAS after stop 16): which kernel(s),
+# (3) 512x512x65536 (0.73-0.76 of cuBLAS): 8 splits of 128x128 stream ~4 MB per CTA in ~70 us, ~13 TB/s
+#     from L2 at peak tensor rate, so probably L2-bound; wider tiles and B multicast (2x1) cut the bytes
+#     per FLOP: auto vs 128x256 + 16 splits, with and without a 2x1 cluster, 128x128 + 8 splits + 2x1;
+# (4) ncu of bf16 256x256x65536 and 512x512x65536 (0.65-0.76 of cuBLAS after stop 16): which kernel(s),
 #     grid and split-K reduction cuBLAS runs there.
 add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 \
 --shapes 256x256x32768,320x320x32768,384x256x16384,64x1024x16384,512x384x8192 --variants auto,splits=4,splits=8 \
@@ -135,6 +138,9 @@ add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 -
 $PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas; \
 $PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
 --metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum; \
+$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 --shapes 512x512x65536 \
+--variants auto,block_n=256:splits=16,block_n=256:splits=16:cluster=2x1,splits=8:cluster=2x1 \
+--json $Q_OUT/exp_l2_bound_split.json; \
 $PY bench/ncu_compare.py --shape 256x256x65536 --variants auto --cublas; \
 $PY bench/ncu_compare.py --shape 512x512x65536 --variants auto --cublas"
 fi
