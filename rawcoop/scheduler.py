@@ -308,7 +308,7 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
     elif stream_k:
         dec = decompose_stream_k(tiles, max(1, cdiv(k, block_k)), sm_count)
     else:
-        few = FEW_TILES_MAX_SPLITS if block_n >= 128 else ONE_ROUND_MAX_SPLITS   # not for 128x64 tiles (see FEW_TILES_MAX_SPLITS)
+        few = FEW_TILES_MAX_SPLITS if block_n >= 128 else ONE_ROUND_MAX_SPLITS   # 128x64: see FEW_TILES_MAX_SPLITS
         dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, few)
     units = dec.units if dec is not None else tiles
     return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
