@@ -120,6 +120,10 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 --iters 50 --json $Q_OUT/bench_batch.json"
 # Experiment (stop 17), each against the previous choice in the same run (adopt or revert on >= 2
 # agreeing shapes, nothing below 0.99):
+# (0) SPREAD_SLICED=1 (written in stop 16, CPU-tested only; part 1's test_splitk_gpu checks its bits):
+#     the spread split-K reduction in two phases, every split summing 1/S of the tile instead of the
+#     kChunks owners reading all S partials (the reason 32 splits lost to 16 at 256^2x65536).  b_rel_diff
+#     must be 0 (same summation order).  Prediction: +5-10% at 16 splits, +-1% at 4 (1024^2x65536);
 # (1) stop 16's split rule (16 splits for <= 8 tiles of 128+ columns, one-round splits >= 16 k-blocks) on
 #     shapes it was not fitted to, bf16 and fp16: auto vs splits=4 / splits=8; 64x1024x16384 is the one
 #     unmeasured change for 128x64 tiles (4 -> 8 splits);
@@ -132,7 +136,10 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     per FLOP: auto vs 128x256 + 16 splits, with and without a 2x1 cluster, 128x128 + 8 splits + 2x1;
 # (4) ncu of bf16 256x256x65536 and 512x512x65536 (0.65-0.76 of cuBLAS after stop 16): which kernel(s),
 #     grid and split-K reduction cuBLAS runs there.
-add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 \
+add experiment 200 "$PY bench/define_ab.py --defines SPREAD_SLICED=1 --rounds 5 \
+--shapes 256x256x65536,192x192x65536,256x512x16384,512x512x65536,384x384x16384,1024x1024x65536 \
+--json $Q_OUT/exp_spread_sliced.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 \
 --shapes 256x256x32768,320x320x32768,384x256x16384,64x1024x16384,512x384x8192 --variants auto,splits=4,splits=8 \
 --json $Q_OUT/exp_split_rule_oos.json; \
 $PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas; \

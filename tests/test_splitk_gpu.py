@@ -176,3 +176,43 @@ def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
     gpu_helpers.assert_rel_err(cp, runs[0], ref, tol)
     assert cp.array_equal(runs[0].view(cp.uint8), runs[1].view(cp.uint8)), "spread split-K is not deterministic"
     gpu_helpers.assert_rel_err(cp, runs[0], chain.astype(cp.float64), tol)
+
+
+@pytest.mark.parametrize("case", [
+    dict(shape=(256, 250, 16384)),                                  # 4 tiles x 16 splits (more splits than groups/S)
+    dict(shape=(512, 500, 32768)),                                  # 16 tiles x 8 splits
+    dict(shape=(1024, 1024, 65536)),                                # 128x256 + 4 splits
+    dict(shape=(300, 260, 8192), splits=5, epilogue=True),          # ragged, C + bias + activation, odd splits
+    dict(shape=(256, 200, 16384), splits=32, out="float32"),        # 32 splits > 16 groups; fp32 out (kChunks 4)
+    dict(shape=(384, 256, 8192), splits=3, cluster=2),              # 2x1 clusters
+], ids=str)
+def test_spread_sliced_experiment_same_bits(case):
+    """SPREAD_SLICED=1 (stop 16 experiment, off by default): the two-phase
+    spread reduction sums in the one-phase order, so its output must equal
+    the default kernel's bit for bit (and the float64 reference)."""
+    import cupy as cp
+    import rawcoop
+    probe = gpu_helpers.bench_script("define_probe")
+    m, n, k = case["shape"]
+    dt = _dt("bfloat16")
+    a, b = _rand(cp, (m, k), dt, 21), _rand(cp, (n, k), dt, 22).T
+    kw = {}
+    if case.get("splits"):
+        kw["_splits"] = case["splits"]
+    if case.get("cluster"):
+        kw["_cluster"] = case["cluster"]
+    if case.get("out"):
+        kw["out_dtype"] = cp.float32
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    if case.get("epilogue"):
+        c, bias = _rand(cp, (m, n), dt, 23), _rand(cp, (n,), cp.float32, 24)
+        kw.update(c=c, beta=0.5, bias=bias, activation="relu")
+        ref = cp.maximum(ref + 0.5 * c.astype(cp.float64) + bias, 0)
+    default = rawcoop.gemm(a, b, **kw)
+    with probe.extra_defines((("SPREAD_SLICED", 1),)):
+        sliced = rawcoop.gemm(a, b, **kw)
+        again = rawcoop.gemm(a, b, **kw)
+    view = cp.uint32 if case.get("out") else cp.uint16
+    assert cp.array_equal(sliced.view(view), default.view(view)), "sliced reduction changed the sum"
+    assert cp.array_equal(again.view(view), sliced.view(view)), "sliced reduction not deterministic"
+    _check(cp, sliced, ref, "float32" if case.get("out") else "bfloat16")
