@@ -125,8 +125,8 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     kChunks owners reading all S partials (the reason 32 splits lost to 16 at 256^2x65536).  b_rel_diff
 #     must be 0 (same summation order).  Prediction: +5-10% at 16 splits, +-1% at 4 (1024^2x65536);
 # (1) stop 16's split rule (16 splits for <= 8 tiles of 128+ columns, one-round splits >= 16 k-blocks) on
-#     shapes it was not fitted to, bf16 and fp16: auto vs splits=4 / splits=8; 64x1024x16384 is the one
-#     unmeasured change for 128x64 tiles (4 -> 8 splits);
+#     shapes it was not fitted to, bf16 and fp16: auto vs splits=4 / splits=8; 64x1024x16384 (128x64
+#     tiles, stop 15's rule: 4 splits) asks whether 8 would be better there;
 # (2) ncu of bf16 128x8192x8192: rawcoop 128x64 one row with and without the 1x2 cluster against cuBLAS
 #     (lts__t_bytes: our multicast path moved more L2 bytes than no cluster in stops 13 and 16; the second
 #     run's metrics split that into L2->SM crossbar bytes and L2 read requests - names not yet tried on the

@@ -191,10 +191,11 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
 
 # Without a full wave (every split unit resident, the spread reduction):
 ONE_ROUND_MAX_SPLITS = 8      # up to this many splits (512x512x65536: 8 splits +10% and +31% vs 4, stop 15),
-FEW_TILES_MAX_SPLITS = 16     # or this many where all of them fit (at most 8 tiles on 132 SMs; 128-wide tiles
-                              # or wider: 64x1024x65536 in 8 128x64 tiles ran 16 splits -2.1% and -4.6% against
-                              # 8 in two calls, stop 16),
-ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for 16-bit inputs).
+FEW_TILES_MAX_SPLITS = 16     # or this many where all of them fit (at most 8 tiles on 132 SMs; tiles of 128
+                              # columns or more: 64x1024x65536 in 8 128x64 tiles ran 16 splits -2.1% and -4.6%
+                              # against 8 in two calls, stop 16),
+ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for 16-bit inputs);
+NARROW_ONE_ROUND_MIN_KBLOCKS = 64   # 128x64 tiles keep stop 15's rule: 8 splits at most, of >= 64 k-blocks.
 # H200 stop 16, bf16, same-run A/Bs: 256x256x65536 16 vs 8 splits +25% (32: +16%), 256x512x16384 16 vs 4
 # +41%, 384x384x65536 14 vs 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes,
 # two calls (4 and 3 rounds): 256x256x16384 +48% / +43%, 192x192x65536 +39% / +39%, 384x384x16384 +30% / +31%,
@@ -204,15 +205,15 @@ ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for
 
 
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None,
-              few_tiles_max_splits: int = FEW_TILES_MAX_SPLITS) -> Decomposition:
+              narrow: bool = False) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
     fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
     k-blocks each; without a full wave (all splits in one round, reduced
-    spread) up to ONE_ROUND_MAX_SPLITS (``few_tiles_max_splits`` where that
-    many splits of every tile fit on the SMs: :func:`schedule` passes
-    FEW_TILES_MAX_SPLITS for tiles of 128 columns or more, ONE_ROUND_MAX_SPLITS
-    for 128x64 tiles) of at least ONE_ROUND_MIN_KBLOCKS.
+    spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
+    splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS;
+    ``narrow`` (128x64 tiles, :func:`schedule`) keeps stop 15's one-round
+    rule: up to ONE_ROUND_MAX_SPLITS of at least NARROW_ONE_ROUND_MIN_KBLOCKS.
     ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
     :func:`decompose_stream_k`.
 
@@ -230,8 +231,12 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
-        cap = few_tiles_max_splits if tail * few_tiles_max_splits <= sm_count else ONE_ROUND_MAX_SPLITS
-        s = max(s, min(sm_count // tail, cap, k_blocks // ONE_ROUND_MIN_KBLOCKS))
+        if narrow:
+            cap, min_kb = ONE_ROUND_MAX_SPLITS, NARROW_ONE_ROUND_MIN_KBLOCKS
+        else:
+            cap = FEW_TILES_MAX_SPLITS if tail * FEW_TILES_MAX_SPLITS <= sm_count else ONE_ROUND_MAX_SPLITS
+            min_kb = ONE_ROUND_MIN_KBLOCKS
+        s = max(s, min(sm_count // tail, cap, k_blocks // min_kb))
     if s < 2:
         return Decomposition(tiles, k_blocks, tiles, 1)
     return Decomposition(tiles, k_blocks, full_waves * sm_count, s)
@@ -308,8 +313,7 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
     elif stream_k:
         dec = decompose_stream_k(tiles, max(1, cdiv(k, block_k)), sm_count)
     else:
-        few = FEW_TILES_MAX_SPLITS if block_n >= 128 else ONE_ROUND_MAX_SPLITS   # 128x64: see FEW_TILES_MAX_SPLITS
-        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, few)
+        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, narrow=block_n < 128)
     units = dec.units if dec is not None else tiles
     return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
 

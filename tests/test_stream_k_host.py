@@ -343,11 +343,13 @@ def test_one_round_split_k_rule():
     assert decompose(8, 200, 132).splits == 12            # 200 // 16
     assert decompose(132 + 16, 1024, 132).splits == 4     # after a full wave: MAX_SPLITS
     assert decompose(96, 1024, 132).splits == 1           # 96 tiles: one round of splits cannot fill the SMs
-    # schedule(): 16 splits for few tiles of 128 columns or more, at most 8 for 128x64 tiles
+    # schedule(): 16 splits for few tiles of 128 columns or more; 128x64 tiles keep stop 15's rule
     assert scheduler.schedule(256, 256, 128, 128, 132, k=65536).decomposition.splits == 16
     assert scheduler.schedule(256, 512, 128, 256, 132, k=65536).decomposition.splits == 16
     narrow = scheduler.schedule(1024, 64, 128, 64, 132, k=65536).decomposition    # 64x1024x65536 swapped
     assert (narrow.tiles, narrow.splits) == (8, 8)
+    assert scheduler.schedule(1024, 64, 128, 64, 132, k=16384).decomposition.splits == 4     # 256 // 64
+    assert decompose(8, 256, 132, narrow=True).splits == 4 and decompose(8, 256, 132).splits == 16
     for t, kb, sms in _cases(300, 5):
         d = decompose(t, kb, sms)
         assert d.units - d.tiles_dp <= sms or d.splits == 1, d       # one round of split units at most
