@@ -414,6 +414,27 @@ RC_DEVICE ChunkRange epilogue_chunks(const WorkUnit& w, bool spread) {
 }
 // Chain split-K: one slot (64 x BLOCK_N fp32 per 64-row half) per (tile, rank, consumer).
 RC_DEVICE float* ws_chain(float* workspace, int slot) { return workspace + (size_t)slot * (64 * BLOCK_N); }
+// Spread split-K: once consumer warpgroup c's 128 threads have stored (named
+// barrier 1 + c), thread 0 counts the tile's flag up (release) and waits until
+// it reaches `target` (acquire); then the warpgroup goes on together.  With
+// `reset_at` > 0, the split whose extra count is the reset_at-th zeroes the
+// flag for the next launch: every split is past its last wait then.
+RC_DEVICE void spread_count_and_wait(int* flag, int target, int reset_at, u32 c, u32 tid, const char* what,
+                                     u32 slot, u32 split) {
+    named_barrier_sync(1 + c, 128);          // every thread's stores are written ...
+    if (tid == 0) {
+        red_add_release_gpu(flag, 1);        // ... before the count moves
+#ifdef RAWCOOP_WATCHDOG
+        const u64 start = clock_cycles();
+#endif
+        while (ld_acquire_gpu(flag) < target) {
+            nanosleep_ns(64);
+            RC_WATCH(start, what, slot, split);
+        }
+        if (reset_at > 0 && atom_add_relaxed_gpu(flag, 1) == reset_at - 1) st_release_gpu(flag, 0);
+    }
+    named_barrier_sync(1 + c, 128);
+}
 
 RC_DEVICE void release_stage(u32 bar) {
 #if RC_CLUSTER > 1
@@ -929,18 +950,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     for (u32 i = 0; i < kGroups; ++i)
                         st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
                                     acc[0][4 * i + 2], acc[0][4 * i + 3]);
-                    named_barrier_sync(1 + c, 128);      // every thread's partial is written ...
-                    if (tid == 0) {
-                        red_add_release_gpu(flag, 1);    // ... before the count moves
-#ifdef RAWCOOP_WATCHDOG
-                        const u64 start = clock_cycles();
-#endif
-                        while (ld_acquire_gpu(flag) < S) {
-                            nanosleep_ns(64);
-                            RC_WATCH(start, "split-K flag (sliced, partials)", u32(slot), u32(me));
-                        }
-                    }
-                    named_barrier_sync(1 + c, 128);
+                    spread_count_and_wait(flag, S, 0, c, tid, "split-K flag (sliced, partials)", u32(slot), u32(me));
 #pragma unroll 1
                     for (u32 i = u32(me) * kGroups / u32(S); i < u32(me + 1) * kGroups / u32(S); ++i) {
                         const u32 jc = i / kGroupsPerChunk;
@@ -957,20 +967,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         }
                         st_cg_f32x4(ws + (size_t)owner * (64 * BLOCK_N) + at, s0, s1, s2, s3);
                     }
-                    named_barrier_sync(1 + c, 128);      // every thread's sums are written ...
-                    if (tid == 0) {
-                        red_add_release_gpu(flag, 1);    // ... before the count moves
-#ifdef RAWCOOP_WATCHDOG
-                        const u64 start = clock_cycles();
-#endif
-                        while (ld_acquire_gpu(flag) < 2 * S) {
-                            nanosleep_ns(64);
-                            RC_WATCH(start, "split-K flag (sliced, sums)", u32(slot), u32(me));
-                        }
-                        // Last past the second wait: nobody reads the flag again in this launch.
-                        if (atom_add_relaxed_gpu(flag, 1) == 3 * S - 1) st_release_gpu(flag, 0);
-                    }
-                    named_barrier_sync(1 + c, 128);
+                    // Zeroed by the last split past this second wait (3S counts).
+                    spread_count_and_wait(flag, 2 * S, 3 * S, c, tid, "split-K flag (sliced, sums)", u32(slot), u32(me));
 #pragma unroll
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc < ch_lo || jc >= ch_hi) continue;
@@ -990,20 +988,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                             st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
                                         acc[0][4 * i + 2], acc[0][4 * i + 3]);
                     }
-                    named_barrier_sync(1 + c, 128);      // every thread's partial is written ...
-                    if (tid == 0) {
-                        red_add_release_gpu(flag, 1);    // ... before the count moves
-#ifdef RAWCOOP_WATCHDOG
-                        const u64 start = clock_cycles();
-#endif
-                        while (ld_acquire_gpu(flag) < S) {
-                            nanosleep_ns(64);
-                            RC_WATCH(start, "split-K flag (spread)", u32(slot), u32(me));
-                        }
-                        // Last past the wait: nobody reads the flag again in this launch.
-                        if (atom_add_relaxed_gpu(flag, 1) == 2 * S - 1) st_release_gpu(flag, 0);
-                    }
-                    named_barrier_sync(1 + c, 128);
+                    // Zeroed by the last split past the wait (2S counts).
+                    spread_count_and_wait(flag, S, 2 * S, c, tid, "split-K flag (spread)", u32(slot), u32(me));
 #pragma unroll
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc < ch_lo || jc >= ch_hi) continue;
