@@ -189,10 +189,11 @@ def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
 def test_spread_sliced_experiment_same_bits(case):
     """SPREAD_SLICED=1 (stop 16 experiment, off by default): the two-phase
     spread reduction sums in the one-phase order, so its output must equal
-    the default kernel's bit for bit (and the float64 reference)."""
+    the default kernel's bit for bit (and the float64 reference).  Outputs
+    are poisoned with NaN first, so an unwritten chunk shows."""
     import cupy as cp
     import rawcoop
-    probe = gpu_helpers.bench_script("define_probe")
+    from rawcoop.gemm import _plan_for
     m, n, k = case["shape"]
     dt = _dt("bfloat16")
     a, b = _rand(cp, (m, k), dt, 21), _rand(cp, (n, k), dt, 22).T
@@ -201,18 +202,27 @@ def test_spread_sliced_experiment_same_bits(case):
         kw["_splits"] = case["splits"]
     if case.get("cluster"):
         kw["_cluster"] = case["cluster"]
-    if case.get("out"):
-        kw["out_dtype"] = cp.float32
+    out_name = case.get("out", "bfloat16")
+    if out_name != "bfloat16":
+        kw["out_dtype"] = out_name
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     if case.get("epilogue"):
         c, bias = _rand(cp, (m, n), dt, 23), _rand(cp, (n,), cp.float32, 24)
         kw.update(c=c, beta=0.5, bias=bias, activation="relu")
         ref = cp.maximum(ref + 0.5 * c.astype(cp.float64) + bias, 0)
-    default = rawcoop.gemm(a, b, **kw)
-    with probe.extra_defines((("SPREAD_SLICED", 1),)):
-        sliced = rawcoop.gemm(a, b, **kw)
-        again = rawcoop.gemm(a, b, **kw)
-    view = cp.uint32 if case.get("out") else cp.uint16
+    plan = _plan_for(a, b, **kw)                     # the case must reach the spread reduction
+    assert not plan.cfg.pingpong and not plan.cfg.stream_k and plan.decomposition.splits > 1
+    assert plan.decomposition.spread(plan.grid[0] // plan.cluster[0]), plan.decomposition
+
+    def run():
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(_dt(out_name))
+        rawcoop.gemm(a, b, out=d, **kw)
+        return d
+
+    default = run()
+    with _define_probe().extra_defines((("SPREAD_SLICED", 1),)):
+        sliced, again = run(), run()
+    view = cp.uint32 if out_name == "float32" else cp.uint16
     assert cp.array_equal(sliced.view(view), default.view(view)), "sliced reduction changed the sum"
     assert cp.array_equal(again.view(view), sliced.view(view)), "sliced reduction not deterministic"
-    _check(cp, sliced, ref, "float32" if case.get("out") else "bfloat16")
+    _check(cp, sliced, ref, out_name)
