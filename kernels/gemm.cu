@@ -221,9 +221,6 @@
 #define SPLIT_SPREAD 1
 #endif
 #define RC_SPREAD (SPLIT_SPREAD && !PINGPONG && !STREAM_K)   // cooperative data-parallel/split-K kernels only
-#ifndef SPREAD_SLICED       // experiment, off (stop 16, not yet run on a GPU): spread split-K in two phases, every
-#define SPREAD_SLICED 0     // split summing a slice of the tile (see the fix-up), not only the chunks' owners
-#endif
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD (RC_BS_TWO_TMP ? 1 : 2)   // H200, stop 13: 1 is 3-4% faster with two temporaries
 #endif
@@ -932,54 +929,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     const int S = w.splits, me = w.split;
                     float* ws = workspace + (size_t)slot * size_t(S) * (64 * BLOCK_N);   // slot p at ws + p·64·BLOCK_N
                     float* mine = ws + (size_t)me * (64 * BLOCK_N);
-#if SPREAD_SLICED
-                    // Two phases.  (1) Every split stores its whole partial; once all
-                    // S have (flag >= S), split `me` sums its share of the half's
-                    // kAccRegs/4 groups of four accumulators (a group: 128 threads x
-                    // 16 B, contiguous in every slot), all S partials of each, and
-                    // stores the sum over the group in the slot of the chunk's owner
-                    // (the split whose epilogue stores that chunk): nobody else
-                    // touches that group in this phase.  (2) Once every split has
-                    // summed (flag >= 2S), the owners load their chunks' sums and
-                    // run the epilogue.  The sum's order is the one-phase reduction's
-                    // (the owner's partial, then the others in split order): the same
-                    // bits.  Each split reads ~1/S of the tile's partials instead of
-                    // the owners reading all of them (kChunks owners per half).
-                    constexpr u32 kGroups = kAccRegs / 4, kGroupsPerChunk = kChunkRegs / 4;
-#pragma unroll
-                    for (u32 i = 0; i < kGroups; ++i)
-                        st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
-                                    acc[0][4 * i + 2], acc[0][4 * i + 3]);
-                    spread_count_and_wait(flag, S, 0, c, tid, "split-K flag (sliced, partials)", u32(slot), u32(me));
-#pragma unroll 1
-                    for (u32 i = u32(me) * kGroups / u32(S); i < u32(me + 1) * kGroups / u32(S); ++i) {
-                        const u32 jc = i / kGroupsPerChunk;
-                        const int owner = int(((jc + 1u) * u32(S) + kChunks - 1u) / kChunks) - 1;
-                        const size_t at = (size_t)(i * 128u + tid) * 4u;
-                        float s0, s1, s2, s3;
-                        ld_cg_f32x4(ws + (size_t)owner * (64 * BLOCK_N) + at, s0, s1, s2, s3);
-#pragma unroll 1
-                        for (int p = 0; p < S; ++p) {
-                            if (p == owner) continue;
-                            float x0, x1, x2, x3;
-                            ld_cg_f32x4(ws + (size_t)p * (64 * BLOCK_N) + at, x0, x1, x2, x3);
-                            s0 += x0; s1 += x1; s2 += x2; s3 += x3;
-                        }
-                        st_cg_f32x4(ws + (size_t)owner * (64 * BLOCK_N) + at, s0, s1, s2, s3);
-                    }
-                    // Zeroed by the last split past this second wait (3S counts).
-                    spread_count_and_wait(flag, 2 * S, 3 * S, c, tid, "split-K flag (sliced, sums)", u32(slot), u32(me));
-#pragma unroll
-                    for (u32 jc = 0; jc < kChunks; ++jc) {
-                        if (jc < ch_lo || jc >= ch_hi) continue;
-#pragma unroll
-                        for (u32 q = 0; q < kGroupsPerChunk; ++q) {
-                            const u32 i = jc * kGroupsPerChunk + q;
-                            ld_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
-                                        acc[0][4 * i + 2], acc[0][4 * i + 3]);
-                        }
-                    }
-#else
 #pragma unroll
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc >= ch_lo && jc < ch_hi) continue;
@@ -1006,7 +955,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                             for (u32 r = 0; r < kChunkRegs; ++r) acc[0][jc * kChunkRegs + r] += x[r];
                         }
                     }
-#endif  // SPREAD_SLICED
                 } else
 #endif
                 {

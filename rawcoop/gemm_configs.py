@@ -199,8 +199,8 @@ def all_configs() -> list[GemmConfig]:
     """The configurations warm-up compiles by default: every layout and input
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
-    too (choose_stream_k), 128x64 for 64 < M <= 128) and the swap-AB small-M
-    tile (128x64, D column-major)."""
+    too (choose_stream_k), 128x128 with 1x2 clusters (choose_cluster), 128x64
+    for 64 < M <= 128) and the swap-AB small-M tile (128x64, D column-major)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -210,6 +210,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(256, bf, ak, bk))
                 out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
+                out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
     return out
@@ -552,6 +553,54 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
 
 
+CLUSTER_SPLIT_MIN_K = 4096         # choose_cluster: one-round split-K gets 1x2 clusters from this K per split
+CLUSTER_MIN_SPLITS = 4             # ... and this many splits
+
+
+def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: int, block_n: int, in_kind: int,
+                   swap: bool = False, block: bool = False, splits=None, pingpong=None, streamk=None
+                   ) -> tuple[int, int]:
+    """The cluster as (cluster_m, cluster_n): the forced ``_cluster`` when
+    given; otherwise (1, 2), CTA pairs on horizontally adjacent tiles sharing
+    the A tile by TMA multicast, for a 16-bit problem of 128x128 cooperative
+    tiles (no swap-AB, not block-scaled, one batch, no forced split, ping-pong
+    or stream-K) run as split-K in one round (no full wave of tiles,
+    :func:`scheduler.decompose`) with at least CLUSTER_MIN_SPLITS splits of
+    at least CLUSTER_SPLIT_MIN_K of K each and an even number of tile columns
+    (no idle half-pairs); else no cluster.  There every CTA streams its K
+    range at the tensor cores' rate and L2 -> SM traffic is the limit (ncu,
+    512x512x65536: L2 71% busy, 550 MB moved against the 331 MB of cuBLAS,
+    which runs 2x1 clusters there); pairs sharing A move a quarter less.
+
+    H200, stop 17, 7 alternating rounds, batch timing, ratios to cuBLAS
+    without / with 1x2 clusters (bench/NOTES.md, "stop 17"): bf16
+    512x512x65536 0.753 / 0.894 (fp16 0.771 / 0.924 in another call),
+    512x1024x32768 0.76 / 0.949, 384x512x65536 0.744 / 0.867 (fp16 0.726 /
+    0.832), 768x512x65536 0.798 / 0.910 (fp16 0.747 / 0.913), 256x768x65536
+    0.744 / 0.849, 640x512x65536 0.830 / 0.939, 512x256x65536 0.894 / 0.987
+    (fp16 0.759 / 0.862), 512x512x32768 1.018 / 1.158, 256x256x65536 1.108 /
+    1.175, 128x1024x65536 0.826 / 0.842, 1024x512x65536 0.971 / 0.972 (fp16
+    0.997 / 0.975: the one loss kept).  Outside the rule, neutral or slower:
+    under 4096 of K per split (256x256x32768 -3%, 512x512x8192 -4%,
+    256x512x32768 +4%), 3 splits (768x768x32768 -1% and -2%, two calls),
+    128x256 tiles (1024x1024x65536 -1%), full waves (2048x2048x8192 -3% to
+    -11%).  Idle half-pairs: 2x1 clusters over an odd number of tile rows ran
+    640x512x65536 at -24% and 384x512x65536 at -18%; 2x1 where the rows are
+    even and the columns odd is not measured (no cluster there)."""
+    if cluster is not None:
+        return cluster_dims(cluster)
+    from . import scheduler
+    if (in_kind not in (FP16, BF16) or swap or block or batches != 1 or block_n != 128 or splits is not None
+            or pingpong or streamk):
+        return 1, 1
+    if scheduler.cdiv(n, block_n) % 2:
+        return 1, 1
+    dec = scheduler.decompose(tile_count(m, n, block_n, batches), scheduler.cdiv(k, BLOCK_K), sm_count)
+    if dec.tiles_dp or dec.splits < CLUSTER_MIN_SPLITS or k // dec.splits < CLUSTER_SPLIT_MIN_K:
+        return 1, 1
+    return 1, 2
+
+
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
@@ -559,7 +608,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     """The kernel configuration for a validated problem (the user's M x N x K,
     ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
     rules choose), in this order: swap-AB (:func:`choose_swap`), tile width
-    (:func:`choose_block_n`, at most 128 block-scaled), cluster, stream-K
+    (:func:`choose_block_n`, at most 128 block-scaled), cluster (:func:`choose_cluster`), stream-K
     (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`).  Raises
     ValueError for forced options that no kernel combines.  One function for
     rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
@@ -588,7 +637,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:
         raise ValueError(f"_block_n must be one of {BLOCK_NS} for {KIND_NAMES[kind_a]} inputs, got "
                          f"{forced_block_n}")
-    cluster_m, cluster_n = cluster_dims(cluster)      # 2 means (2, 1)
+    cluster_m, cluster_n = choose_cluster(cluster, m=km, n=kn, k=k, batches=batch, sm_count=sm_count,
+                                          block_n=block_n, in_kind=kind_a, swap=swap, block=block, splits=splits,
+                                          pingpong=pingpong, streamk=streamk)      # forced 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or pingpong):

@@ -35,7 +35,8 @@ def test_existing_specs_carry_no_cluster_n_define():
     """CLUSTER_N is defined only when it is 2: every other spec, and so its
     cache key, is what it was before 1x2 clusters existed."""
     for c in gc.all_configs() + gc.lowp_configs() + CLUSTER_M_CONFIGS:
-        assert "CLUSTER_N" not in dict(c.spec.defines)
+        if c.cluster_n == 1:                # (all_configs has the 1x2 kernels choose_cluster picks)
+            assert "CLUSTER_N" not in dict(c.spec.defines)
     for c in CLUSTER_N_CONFIGS:
         d = dict(c.spec.defines)
         assert d["CLUSTER_N"] == 2 and d["CLUSTER_M"] == 1
@@ -359,3 +360,73 @@ def test_plan_rejects_two_by_one_narrow_tiles(planning):
     with pytest.raises(ValueError, match="_cluster=2 "):
         build(a, b, _cluster=2, _block_n=64)
     build(a, b, _cluster=(1, 2), _block_n=64)           # 1x2 is fine
+
+
+# ---------------------------------------------------------------- the automatic choice (choose_cluster)
+def _auto_cluster(m, n, k, **kw):
+    args = dict(kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16", use_c=False, c_rowmajor=True,
+                bias_kind=0, activation=None, block=False)
+    args.update(kw)
+    return gc.plan_config(m, n, k, 1, 132, **args)
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 65536), (512, 1024, 32768), (384, 512, 65536), (768, 512, 65536),
+                                   (256, 768, 65536), (640, 512, 65536), (512, 256, 65536), (512, 512, 32768),
+                                   (256, 256, 65536), (128, 1024, 65536), (1000, 500, 40000)])
+def test_auto_cluster_for_long_k_one_round_split_k(shape):
+    """16-bit 128x128 one-round split-K with >= 4 splits of >= 4096 of K and
+    an even number of tile columns runs 1x2 clusters (stop 17's measured
+    shapes, and a ragged one); in every layout and for fp16 too."""
+    m, n, k = shape
+    cfg = _auto_cluster(m, n, k)
+    assert cfg.cluster == (1, 2) and cfg.block_n == 128 and not cfg.pingpong and not cfg.stream_k
+    dec = scheduler.decompose(gc.tile_count(m, n, 128), cdiv(k, 64), 132)
+    assert dec.tiles_dp == 0 and dec.splits >= gc.CLUSTER_MIN_SPLITS and k // dec.splits >= gc.CLUSTER_SPLIT_MIN_K
+    for kmajor in ((False, True), (True, False), (False, False)):
+        assert _auto_cluster(m, n, k, kmajor=kmajor).cluster == (1, 2)
+    assert _auto_cluster(m, n, k, kinds=(gc.FP16, gc.FP16), out_name="float16").cluster == (1, 2)
+    assert _auto_cluster(m, n, k, use_c=True, bias_kind=1, activation="relu").cluster == (1, 2)
+
+
+@pytest.mark.parametrize("shape, why", [
+    ((256, 256, 32768), "2048 of K per split"), ((512, 512, 8192), "1024 of K per split"),
+    ((768, 768, 32768), "3 splits"), ((384, 384, 65536), "3 tile columns (a half-idle pair)"),
+    ((640, 640, 65536), "5 tile columns"), ((1024, 1024, 65536), "128x256 tiles"),
+    ((2048, 2048, 8192), "a full wave"), ((4096, 4096, 4096), "full waves"), ((32, 4096, 65536), "swap-AB"),
+    ((128, 8192, 8192), "one tile row of 128x64 tiles, no split"), ((1536, 1024, 65536), "data-parallel"),
+])
+def test_no_auto_cluster_outside_the_rule(shape, why):
+    assert _auto_cluster(*shape).cluster == (1, 1), why
+
+
+def test_auto_cluster_only_where_nothing_is_forced_and_16_bit():
+    m, n, k = 512, 512, 65536
+    assert _auto_cluster(m, n, k, splits=8).cluster == (1, 1)              # forced split-K (tests, tune)
+    assert _auto_cluster(m, n, k, splits=None, cluster=1).cluster == (1, 1)   # forced no cluster
+    assert _auto_cluster(m, n, k, cluster=2).cluster == (2, 1)             # forced 2x1 wins
+    assert _auto_cluster(m, n, k, pingpong=True).cluster == (1, 1)
+    assert _auto_cluster(m, n, k, block_n=256).cluster == (1, 1)
+    assert _auto_cluster(m, n, k, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16").cluster == (1, 1)   # fp8: not measured
+    assert _auto_cluster(m, n, k, kinds=(gc.TF32, gc.TF32), out_name="float32").cluster == (1, 1)    # tf32: not measured
+    assert gc.plan_config(m, n, k, 2, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16",
+                          use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False).cluster == (1, 1)
+    # the warm-up set holds every kernel the rule picks
+    warm = {c.spec for c in gc.all_configs()}
+    for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
+        for kmajor in ((True, True), (False, True), (True, False), (False, False)):
+            assert _auto_cluster(m, n, k, kinds=kinds, kmajor=kmajor, out_name=out_name).spec in warm
+
+
+def test_plan_auto_cluster_launch(planning):
+    """rawcoop.gemm's plan for an auto-clustered problem: clusters of (2, 1, 1),
+    A's box half the tile, the schedule over column pairs of the resident
+    clusters, one-round spread split-K."""
+    a = StubArray((512, 65536), BF16)
+    b = StubArray((65536, 512), BF16, order="F")
+    plan = build(a, b)
+    assert plan.cfg.cluster == (1, 2) and plan.cluster == (2, 1, 1)
+    assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 128, 1)
+    assert _sched_of(plan)[:2] == (4, 2)
+    dec = plan.decomposition
+    assert dec.splits == 8 and dec.tiles_dp == 0 and dec.spread(_sched_grid(plan))
+    assert plan.grid == (2 * dec.units, 1, 1)

@@ -1,5 +1,6 @@
-"""GPU: clusters of 2 CTAs (opt-in via the private ``_cluster`` option while
-they are being measured).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
+"""GPU: clusters of 2 CTAs (forced by the private ``_cluster`` option; 1x2
+is also picked automatically for long-K one-round split-K, see
+gemm_configs.choose_cluster).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
 vertically adjacent tiles multicast the shared B tile.  1x2
 (``_cluster=(1, 2)``): pairs on horizontally adjacent tiles (tile columns 2j,
 2j+1) multicast the shared A tile; an odd number of tile columns leaves a
@@ -241,3 +242,38 @@ def test_cluster_option_rejects_bad_values():
             rawcoop.gemm(a, b, _cluster=bad)
     with pytest.raises(ValueError, match="_cluster"):
         rawcoop.gemm(a, b, _cluster=(2, 1), _block_n=64)
+
+
+@pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
+@pytest.mark.parametrize("shape, epilogue", [((500, 500, 40000), False), ((512, 1000, 24576), True),
+                                             ((256, 256, 65536), False)], ids=str)
+def test_auto_cluster_split_k(layout, shape, epilogue):
+    """The automatic 1x2 clusters (long-K one-round split-K, choose_cluster):
+    the plan picks them, the output (poisoned with NaN first) matches the
+    float64 reference, reruns are bit-identical, and they equal the same
+    problem forced to no cluster with the same splits bit for bit (the same
+    split ranges and reduction order; only which CTA loads A changes)."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    m, n, k = shape
+    dt = _dt("bfloat16")
+    a = _rand(cp, (m, k), dt, 31) if layout[0] == "T" else _rand(cp, (k, m + (-m) % 8), dt, 31)[:, :m].T
+    b = _rand(cp, (n, k), dt, 32).T if layout[1] == "N" else _rand(cp, (k, n), dt, 32)
+    kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
+    if epilogue:
+        c, bias = _rand(cp, (m, n), dt, 33), _rand(cp, (n,), cp.float32, 34)
+        kw = dict(c=c, beta=0.5, bias=bias, activation="relu")
+        ref = cp.maximum(ref + 0.5 * c.astype(cp.float64) + bias, 0)
+    plan = _plan_for(a, b, **kw)
+    assert plan.cfg.cluster == (1, 2) and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
+
+    def run(**extra):
+        d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
+        rawcoop.gemm(a, b, out=d, **kw, **extra)
+        return d
+
+    d, again, plain = run(), run(), run(_cluster=1, _splits=plan.decomposition.splits)
+    _check(cp, d, ref, 5e-3)
+    assert cp.array_equal(d.view(cp.uint16), again.view(cp.uint16)), "auto-clustered split-K is not deterministic"
+    assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"

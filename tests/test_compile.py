@@ -401,25 +401,3 @@ def test_stop14_experiments_compile(cfg, extra):
     assert ("redux.sync" in plain) == (cfg.pingpong and cfg.cluster_size == 1)   # the default: ping-pong, no cluster
     for instr in ("wgmma.mma_async", _TMA_LOAD):
         assert r.ptx.count(instr) == plain.count(instr), instr
-
-
-@pytest.mark.parametrize("cfg", _uniform_consumer_configs(), ids=lambda c: c.spec.label)
-def test_spread_sliced_experiment_compiles(cfg):
-    """SPREAD_SLICED=1 (stop 16, off, not yet run on a GPU): the spread split-K
-    reduction in two phases, each split summing a slice of the tile.  The
-    cooperative split-K kernels get one more release count (the second phase)
-    and compile without spills, with the default's wgmma and TMA
-    instructions; ping-pong and stream-K kernels (no spread reduction) are
-    unchanged."""
-    spec = compiler.KernelSpec(cfg.spec.source, cfg.spec.name,
-                               tuple(sorted(cfg.spec.defines + (("SPREAD_SLICED", 1),))))
-    r = compiler.compile_spec(spec, want_ptx=True)
-    usage = _usage(r)
-    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
-    assert "C7508" not in r.log and "C7517" not in r.log and "C7514" not in r.log, r.log
-    plain = compiler.compile_spec(cfg.spec, want_ptx=True).ptx
-    for instr in ("wgmma.mma_async", _TMA_LOAD):
-        assert r.ptx.count(instr) == plain.count(instr), instr
-    release = "red.release.gpu.global.add.s32"
-    spread = not cfg.pingpong and not cfg.stream_k
-    assert r.ptx.count(release) == plain.count(release) + int(spread)
