@@ -259,7 +259,7 @@ def test_auto_cluster_split_k(layout, shape, epilogue):
     m, n, k = shape
     dt = _dt("bfloat16")
     a = _rand(cp, (m, k), dt, 31) if layout[0] == "T" else _rand(cp, (k, m + (-m) % 8), dt, 31)[:, :m].T
-    b = _rand(cp, (n, k), dt, 32).T if layout[1] == "N" else _rand(cp, (k, n), dt, 32)
+    b = _rand(cp, (n, k), dt, 32).T if layout[1] == "N" else _rand(cp, (k, n + (-n) % 8), dt, 32)[:, :n]
     kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
     if epilogue:
         c, bias = _rand(cp, (m, n), dt, 33), _rand(cp, (n,), cp.float32, 34)
