@@ -31,7 +31,11 @@ def test_no_spills_in_any_warmup_kernel(spec):
     split-K reduction spilled in fp8/tf32/block-scaled/epilogue/cluster
     kernels alone: block-scaled fp8 then ran 6x slower)."""
     from rawcoop.cache import default_cache
-    from rawcoop.compiler import resource_usage
+    from rawcoop.compiler import compile_spec, resource_usage
     usage = resource_usage(default_cache().log(spec))
+    if "spill_stores" not in usage:
+        # The cached entry's log had no report (seen once, stop 17, when pytest rather than warm-up
+        # had built six of these kernels; not understood): compile here and read this build's log.
+        usage = resource_usage(compile_spec(spec).log)
     assert "spill_stores" in usage, f"no ptxas resource report in the build log of {spec.label}"
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (spec.label, usage)
