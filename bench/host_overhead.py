@@ -9,7 +9,11 @@ Times (on one GPU, tiny problems, median over many calls):
     Python-float scales, against torch._scaled_mm on the same bytes when
     torch imports (the fp8 rows of the bench are near host-bound at ~25 us)
 
-    PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json]
+    PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json] [--profile N]
+
+``--profile N`` also runs cProfile over N calls of rawcoop.gemm 256^3 fp16
+(out=) and prints the 25 functions with the most own time: where the
+repeated-call path spends its host time.
 """
 from __future__ import annotations
 
@@ -34,6 +38,22 @@ def per_call_us(fn, n=2000, rounds=5):
     return statistics.median(meds)
 
 
+def profile_calls(fn, n: int, top: int = 25) -> None:
+    """cProfile ``n`` calls of ``fn`` (after one untimed call); print the
+    ``top`` functions by own time, with the profiler's per-call overhead
+    included (compare functions with each other, not with per_call_us)."""
+    import cProfile
+    import pstats
+    fn()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(n):
+        fn()
+    prof.disable()
+    print(f"cProfile of {n} calls (own time, top {top}):")
+    pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     import cupy as cp
     import numpy as np
@@ -44,6 +64,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="cProfile N calls of rawcoop.gemm 256^3 fp16 (out=) and print the top 25 by own time")
     args = ap.parse_args()
     res = {}
     src = cp.asarray(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16))
@@ -80,6 +102,8 @@ def main() -> None:
     bt = cp.ascontiguousarray(b.T)
     res["rawcoop.gemm 256^3 fp16 (out=)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T, out=c))
     res["rawcoop.gemm 256^3 fp16 (new out)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T))
+    if args.profile > 0:
+        profile_calls(lambda: rawcoop.gemm(a, bt.T, out=c), args.profile)
     # fp8 e4m3 (uint8 storage + a_format/b_format), bf16 out, 256^3
     import ml_dtypes
     bf16 = np.dtype(ml_dtypes.bfloat16)

@@ -25,7 +25,8 @@
 #                shows the last case run if the step hits its cap)
 #   3 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   4 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
-#                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm); the short fp8 and
+#                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm; --profile: cProfile of
+#                the repeated-call path, stop 17 measured 25.8 us vs cupy.matmul 17.6); the short fp8 and
 #                small-M rows again with --timing batch (kernels back to back: not host-bound)
 #   5 experiment see the comment at the step
 #
@@ -33,7 +34,7 @@
 # per step).  A step may also use what earlier steps left unused: its timeout is
 # BUDGET - elapsed - (caps of the later steps) - grace, so the later steps keep
 # their caps and the whole stays under BUDGET (590 s; NEXT_SESSION_BUDGET
-# overrides).  Output: every step's log as $OUT/NN_name.log, summary.txt, and
+# overrides, and must cover the caps plus grace: a smaller one is refused).  Output: every step's log as $OUT/NN_name.log, summary.txt, and
 # bench.json, bench.png, san.json, san_logs/ from the steps themselves; the last
 # lines printed are the summary (the device tool returns the output's tail).
 # With $OUT set (the device tool, which returns at most 8 files) everything but
@@ -115,44 +116,49 @@ add fuzz 45 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jso
 add sanitize 25 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
---json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json; \
+--json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 17), each against the previous choice in the same run (adopt or revert on >= 2
-# agreeing shapes, nothing below 0.99):
-# (0) SPREAD_SLICED=1 (written in stop 16, CPU-tested only; part 1's test_splitk_gpu checks its bits):
-#     the spread split-K reduction in two phases, every split summing 1/S of the tile instead of the
-#     kChunks owners reading all S partials (the reason 32 splits lost to 16 at 256^2x65536).  b_rel_diff
-#     must be 0 (same summation order).  Prediction: +5-10% at 16 splits, +-1% at 4 (1024^2x65536);
-# (1) stop 16's split rule (16 splits for <= 8 tiles of 128+ columns, one-round splits >= 16 k-blocks) on
-#     shapes it was not fitted to, bf16 and fp16: auto vs splits=4 / splits=8; 64x1024x16384 (128x64
-#     tiles, stop 15's rule: 4 splits) asks whether 8 would be better there;
-# (2) ncu of bf16 128x8192x8192: rawcoop 128x64 one row with and without the 1x2 cluster against cuBLAS
-#     (lts__t_bytes: our multicast path moved more L2 bytes than no cluster in stops 13 and 16; the second
-#     run's metrics split that into L2->SM crossbar bytes and L2 read requests - names not yet tried on the
-#     H200: if ncu rejects one, only that command fails);
-# (3) 512x512x65536 (0.73-0.76 of cuBLAS): 8 splits of 128x128 stream ~4 MB per CTA in ~70 us, ~13 TB/s
-#     from L2 at peak tensor rate, so probably L2-bound; wider tiles and B multicast (2x1) cut the bytes
-#     per FLOP: auto vs 128x256 + 16 splits, with and without a 2x1 cluster, 128x128 + 8 splits + 2x1;
-# (4) ncu of bf16 256x256x65536 and 512x512x65536 (0.65-0.76 of cuBLAS after stop 16): which kernel(s),
-#     grid and split-K reduction cuBLAS runs there.
-add experiment 200 "$PY bench/define_ab.py --defines SPREAD_SLICED=1 --rounds 5 \
---shapes 256x256x65536,192x192x65536,256x512x16384,512x512x65536,384x384x16384,1024x1024x65536 \
---json $Q_OUT/exp_spread_sliced.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 \
---shapes 256x256x32768,320x320x32768,384x256x16384,64x1024x16384,512x384x8192 --variants auto,splits=4,splits=8 \
---json $Q_OUT/exp_split_rule_oos.json; \
-$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas; \
-$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
---metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum; \
-$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 3 --iters 10 --shapes 512x512x65536 \
---variants auto,block_n=256:splits=16,block_n=256:splits=16:cluster=2x1,splits=8:cluster=2x1 \
---json $Q_OUT/exp_l2_bound_split.json; \
-$PY bench/ncu_compare.py --shape 256x256x65536 --variants auto --cublas; \
-$PY bench/ncu_compare.py --shape 512x512x65536 --variants auto --cublas"
+# Experiment (stop 18), each against the previous choice in the same run (adopt or revert on >= 2
+# agreeing shapes, nothing below 0.99); --timing batch where kernels are short (stop 17: per-call
+# timing made the 256^2/192^2 rows host-bound):
+# (A) stream-K without a full wave (stop 17: 1024x1536x65536 +22%, 1536x1024x32768 +15-19%, but
+#     1536x768x65536 -16%, 1280^2x32768 -5% / +6%): more 0.5-0.8-wave long-K shapes, and ncu of the
+#     losing one (what the fix-up costs there);
+# (B) 2x1 clusters where the tile columns are odd and the rows even (choose_cluster gives no cluster
+#     there; 2x1 over odd rows lost 18-33%, over even rows it matched 1x2);
+# (C) fp8 e4m3 with 1x2 clusters on long-K split-K (choose_cluster is 16-bit only: not measured);
+# (D) 128x64 tiles (narrow rule: <= 8 splits of >= 64 k-blocks): 64x1024x16384 ran 8 splits +15% bf16
+#     / +4% fp16 in stop 17 - auto vs splits=8 on four narrow shapes;
+# (E) ncu of 512x512x65536 with and without the automatic 1x2 cluster: L2 sectors requested by the
+#     SMs (at 128x8192x8192 our 1x2 requested more than no cluster, cuBLAS's 1x2 26% fewer).
+add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 5 --iters 20 --timing batch \
+--shapes 1536x1024x65536,1536x768x65536,1280x1024x65536,1152x1024x65536,1536x1024x16384,1280x1280x65536 \
+--variants auto,streamk=1 --json $Q_OUT/exp_streamk_no_full_wave.json; \
+$PY bench/ncu_compare.py --shape 1536x768x65536 --variants auto,streamk=1 --cublas; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
+--shapes 512x384x65536,768x640x65536,1024x384x32768,256x640x65536 --variants auto,cluster=2x1,cluster=1x2 \
+--json $Q_OUT/exp_cluster_2x1_odd_columns.json; \
+$PY -m rawcoop bench --suite fp8 --fp8-shapes 512x512x65536,512x1024x32768,384x512x65536 --rounds 5 --iters 20 \
+--timing batch --variants auto,cluster=1x2 --json $Q_OUT/exp_fp8_cluster.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
+--shapes 64x1024x16384,64x1024x32768,96x2048x16384,128x1536x16384 --variants auto,splits=8 \
+--json $Q_OUT/exp_narrow_splits.json; \
+$PY bench/ncu_compare.py --shape 512x512x65536 --variants auto,cluster=1 --cublas \
+--metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum"
 fi
 
 N=${#NAMES[@]}
+total_caps=$GRACE
+for c in "${CAPS[@]}"; do total_caps=$((total_caps + c + GRACE)); done
+total_caps=$((total_caps - GRACE))
+if [ "$total_caps" -gt "$BUDGET" ]; then
+    # (stop 17: a budget below the caps silently skipped env and warm-up, and the tests then built
+    # every kernel themselves and hit their caps)
+    echo "next_session.sh: budget ${BUDGET}s is below the steps' caps plus grace (${total_caps}s):" \
+         "raise NEXT_SESSION_BUDGET or lower the caps" >&2
+    exit 2
+fi
 later_caps() {  # sum of the caps after step $1
     local i s=0
     for ((i = $1 + 1; i < N; i++)); do s=$((s + CAPS[i])); done

@@ -853,12 +853,29 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
-        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 3 --iters 10 --shapes 256x256x32768,",
-        "python bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas",
+        f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
+        "python -m rawcoop bench --suite main --dtype bfloat16 --rounds 5 --iters 20 --timing batch "
+        "--shapes 1536x1024x65536,",
+        "python bench/ncu_compare.py --shape 1536x768x65536 --variants auto,streamk=1 --cublas",
+        "--variants auto,cluster=2x1,cluster=1x2",
+        "python -m rawcoop bench --suite fp8 --fp8-shapes 512x512x65536,",
+        "python bench/ncu_compare.py --shape 512x512x65536 --variants auto,cluster=1 --cublas",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
     assert "-m pytest" not in text
+
+
+def test_next_session_refuses_a_budget_below_its_caps(tmp_path):
+    """A budget below the steps' caps would skip the first steps (stop 17: env and warm-up skipped, the
+    tests then built every kernel themselves): refused before anything runs."""
+    out = tmp_path / "out"
+    for part in ("1", "2"):
+        env = dict(os.environ, OUT=str(out), PYTHON="python", NEXT_SESSION_BUDGET="300")
+        r = subprocess.run(["bash", str(SCRIPT), "--part", part], capture_output=True, text=True, timeout=60,
+                           env=env, cwd=str(tmp_path))
+        assert r.returncode == 2 and "below the steps' caps" in r.stderr, (r.stdout, r.stderr)
+        assert not out.exists() and "==========" not in r.stdout
 
 
 def test_next_session_default_output_dir_and_bad_argument(tmp_path):
