@@ -208,12 +208,6 @@
 #define BS_TWO_TMP 1
 #endif
 #define RC_BS_TWO_TMP (BS_TWO_TMP && !PINGPONG)   // ping-pong block-scaled keeps one temporary (registers)
-#ifndef BS_SB_AFTER_FENCE   // experiment, off: block-scaled SB read after the stage's proxy fence (MEMBAR.ALL.CTA in
-#define BS_SB_AFTER_FENCE 0  // SASS, which waits for the SB load issued just before); H200 stop 15: no faster (0.99-1.00)
-#endif
-#ifndef BS_PROXY_FENCE      // block-scaled: fence.proxy.async before releasing a stage whose SA slot was read with
-#define BS_PROXY_FENCE 1    // ld.shared (1); 0, experiment (stop 15, not yet measured): no fence, see `retire`
-#endif
 #ifndef UNIFORM_CONSUMER    // the consumer index through redux.sync (see below): ping-pong kernels without clusters
 #define UNIFORM_CONSUMER (PINGPONG && RC_CLUSTER == 1)   // (H200 stop 15: 4096x14336x4096 +1.7%; cooperative
 #endif                      // rows +-1%, block-scaled 4096^2x7168 -1.7%; ping-pong 2x1 clusters spilled)
@@ -790,18 +784,12 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 // producer's next TMA write into it is an async-proxy write), then promote in fp32,
                 // one fma.rn.f32 per register: register i of a half holds row srow + 8 * ((i / 2) % 2)
                 // (the accumulator layout the epilogue reads too).
-                // BS_PROXY_FENCE 0 (experiment): no fence.proxy.async, which is a MEMBAR.ALL.CTA in SASS
-                // every k-block.  Then nothing in the memory model orders this thread's ld.shared of
-                // the SA slot before the producer's next TMA write into it; in practice the loads were
-                // issued before the k-block's wgmmas, hundreds of cycles earlier.  (CUTLASS's and
-                // DeepGEMM's consumers release TMA-filled stages they read through the generic proxy
-                // without a proxy fence too.)  Adopt only with identical results (define_ab's
-                // b_rel_diff 0) and the block-scaled GPU tests passing with it.
+                // (The fence is a MEMBAR.ALL.CTA in SASS every k-block; without it, H200 stop 16 ran
+                // 0.987-1.010 with identical results: it stays.  Reading SB after it instead of before
+                // ran no faster, stop 15.)
                 auto retire = [&](const float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
                                   const float (&sa1)[kHalves]) {
-#if BS_PROXY_FENCE
                     fence_proxy_async_smem();
-#endif
                     if (lane == 0) release_stage(empty(s));
                     const float sbv = sbq[0];
 #pragma unroll
@@ -827,13 +815,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 auto finish = [&](float (&t)[kHalves][kAccRegs], u32 s, const float (&sa0)[kHalves],
                                   const float (&sa1)[kHalves], int kb) {
                     fence_operand(t);
-#if BS_SB_AFTER_FENCE
-                    retire(t, s, sa0, sa1);                      // (its shift leaves sbq[AHEAD - 1] stale)
-                    sbq[BS_SB_AHEAD - 1] = sb_load(kb + BS_SB_AHEAD);
-#else
                     sbq[BS_SB_AHEAD] = sb_load(kb + BS_SB_AHEAD);
                     retire(t, s, sa0, sa1);
-#endif
                 };
                 // The steady state has no conditional issue (a wgmma result merged from two paths
                 // would make the compiler copy registers an in-flight wgmma writes: C7514); the

@@ -56,14 +56,13 @@ def test_tile_copy_sass(tmp_path):
     assert "LDL" not in text and "STL" not in text
 
 
-def test_block_scaled_proxy_fence_switch(tmp_path):
-    """BS_PROXY_FENCE=0 (experiment, off) takes the per-k-block MEMBAR.ALL.CTA
-    (fence.proxy.async before a stage is released) out of the block-scaled
-    cooperative mainloop; the default keeps it."""
-    from rawcoop import compiler, gemm_configs as g
+def test_block_scaled_mainloop_keeps_the_proxy_fence(tmp_path):
+    """The block-scaled cooperative mainloop releases each stage after
+    fence.proxy.async (a MEMBAR.ALL.CTA per k-block in SASS): its SA slot was
+    read through the generic proxy before the producer's next TMA write.
+    (Dropping the fence was measured in stop 16: 0.987-1.010, no gain; the
+    switch is gone.)"""
+    from rawcoop import gemm_configs as g
     cfg = g.GemmConfig(128, g.E4M3, scale_mode=1)
     plain = mainloop_ops(sass(cfg.spec, tmp_path))
-    spec = compiler.KernelSpec(cfg.spec.source, cfg.spec.name, tuple(sorted(cfg.spec.defines + (("BS_PROXY_FENCE", 0),))))
-    nofence = mainloop_ops(sass(spec, tmp_path))
-    assert "MEMBAR" in plain and "MEMBAR" not in nofence
-    assert nofence.count("QGMMA") == plain.count("QGMMA")
+    assert "MEMBAR" in plain and "QGMMA" in plain
