@@ -6,12 +6,10 @@ options study (-minimal, --pch).  Runs on the CPU; no GPU needed.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -46,7 +44,8 @@ def main() -> None:
             print(f"{spec.label:80s} " + "  ".join(f"{k}: {row[k]*1e3:7.1f} ms" for k in variants))
         os.chdir(cwd)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        from rawcoop.bench import write_json
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

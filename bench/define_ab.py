@@ -172,7 +172,8 @@ def main(argv=None) -> int:
     print(f"define_ab: A = default kernels, B = with {dict(args.defines)}; b_vs_a > 1: B faster", flush=True)
     rows = run(args)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        from rawcoop.bench import write_json
+        write_json(args.json, rows)
     return 0
 
 

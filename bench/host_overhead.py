@@ -18,7 +18,6 @@ repeated-call path spends its host time.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -131,7 +130,8 @@ def main() -> None:
     for name, us in res.items():
         print(f"{name:42s} {us:8.2f} us/call")
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1))
+        from rawcoop.bench import write_json
+        write_json(args.json, res)
 
 
 if __name__ == "__main__":

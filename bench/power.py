@@ -162,7 +162,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     rows = run(args)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        from rawcoop.bench import write_json
+        write_json(args.json, rows)
     return 0
 
 

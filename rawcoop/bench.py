@@ -1508,8 +1508,9 @@ def settings_of(args) -> dict:
             "rounds": args.rounds, "iters": args.iters, "timing": getattr(args, "timing", "calls")}
 
 
-def write_json(path, results: dict) -> None:
-    """Atomically (write then rename), so a reader never sees half a file."""
+def write_json(path, results: dict | list) -> None:
+    """Atomically (write then rename), so a reader never sees half a file
+    (the bench's results, and the rows of the scripts in bench/)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(results, indent=1, default=str))
