@@ -11,6 +11,12 @@ Times (on one GPU, tiny problems, median over many calls):
 
     PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json] [--profile N]
 
+The yardstick comparisons (rawcoop.gemm vs cupy.matmul, fp8 vs
+torch._scaled_mm) also run as alternating rounds: the host's speed drifts
+between and within runs (cupy.matmul alone measured 15.5-24.2 us on
+different H200 machines), so the verdict is the median of the per-round
+ratios, as in the GPU bench.
+
 ``--profile N`` also runs cProfile over N calls of rawcoop.gemm 256^3 fp16
 (out=) and prints the 25 functions with the most own time: where the
 repeated-call path spends its host time.
@@ -35,6 +41,30 @@ def per_call_us(fn, n=2000, rounds=5):
             fn()
         meds.append((time.perf_counter() - t0) / n * 1e6)
     return statistics.median(meds)
+
+
+def paired_rounds(fns: dict, n=2000, rounds=7) -> dict:
+    """Time each of ``fns`` (name -> callable) for ``n`` calls per round,
+    alternating which goes first, over ``rounds`` rounds; return name -> list
+    of per-round us/call."""
+    names = list(fns)
+    for f in fns.values():
+        f()
+    out = {k: [] for k in names}
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            f = fns[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            out[name].append((time.perf_counter() - t0) / n * 1e6)
+    return out
+
+
+def ratio_summary(times: dict, ours: str, theirs: str) -> tuple[float, float, float]:
+    """(median ours/theirs per-round ratio, min, max): > 1 means rawcoop takes longer."""
+    ratios = sorted(a / b for a, b in zip(times[ours], times[theirs]))
+    return statistics.median(ratios), ratios[0], ratios[-1]
 
 
 def profile_calls(fn, n: int, top: int = 25) -> None:
@@ -93,6 +123,21 @@ def main() -> None:
         k.launch(0, (2, 1, 1), 64, smem, stream, (m1, m2, 1, 1), (TENSOR_MAP, TENSOR_MAP, I32, I32),
                  cluster=(2, 1, 1))
     res["Kernel.launch (cuLaunchKernelEx)"] = per_call_us(raw_launch)
+    # The same launch through cuda-bindings' wrapper (Kernel.launch's fallback without libcuda via ctypes).
+    from rawcoop._cuda import check, driver
+    from rawcoop.launch import KernelParams
+    bcfg = k._config(0, (2, 1, 1), 64, smem, (2, 1, 1), False)[1]
+    fn0 = k.function(0)
+    packed = KernelParams((m1, m2, 1, 1), (TENSOR_MAP, TENSOR_MAP, I32, I32))
+
+    def bindings_launch():
+        bcfg.hStream = driver.CUstream(stream)
+        check(driver.cuLaunchKernelEx(bcfg, fn0, packed.address, 0), "cuLaunchKernelEx")
+    res["cuLaunchKernelEx via cuda-bindings"] = per_call_us(bindings_launch)
+
+    def ctypes_launch():
+        k.launch(0, (2, 1, 1), 64, smem, stream, packed, cluster=(2, 1, 1))
+    res["Kernel.launch, packed args"] = per_call_us(ctypes_launch)
     res["rawcoop.replicate 64x64 end to end"] = per_call_us(lambda: rawcoop.replicate(src, 2, out=out))
     a = cp.asarray(np.random.default_rng(1).standard_normal((256, 256)).astype(np.float16))
     b = cp.asarray(np.random.default_rng(2).standard_normal((256, 256)).astype(np.float16))
@@ -101,6 +146,15 @@ def main() -> None:
     bt = cp.ascontiguousarray(b.T)
     res["rawcoop.gemm 256^3 fp16 (out=)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T, out=c))
     res["rawcoop.gemm 256^3 fp16 (new out)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T))
+    t = paired_rounds({"cupy.matmul": lambda: cp.matmul(a, b, out=c),
+                       "rawcoop.gemm": lambda: rawcoop.gemm(a, bt.T, out=c)})
+    med, lo, hi = ratio_summary(t, "rawcoop.gemm", "cupy.matmul")
+    res["paired 256^3 fp16 (out=): rawcoop us/call per round"] = t["rawcoop.gemm"]
+    res["paired 256^3 fp16 (out=): cupy.matmul us/call per round"] = t["cupy.matmul"]
+    res["paired 256^3 fp16 (out=): rawcoop / cupy.matmul time, median of rounds"] = med
+    print(f"paired rounds, 256^3 fp16 out=: rawcoop/cupy.matmul host time {med:.3f} (rounds {lo:.3f}-{hi:.3f}); "
+          f"rawcoop {statistics.median(t['rawcoop.gemm']):.2f} us, cupy.matmul "
+          f"{statistics.median(t['cupy.matmul']):.2f} us")
     if args.profile > 0:
         profile_calls(lambda: rawcoop.gemm(a, bt.T, out=c), args.profile)
     # fp8 e4m3 (uint8 storage + a_format/b_format), bf16 out, 256^3
@@ -125,10 +179,19 @@ def main() -> None:
         tsa, tsb = torch.as_tensor(sa, device="cuda").reshape(()), torch.as_tensor(sb, device="cuda").reshape(())
         res["torch._scaled_mm 256^3 e4m3 (new out)"] = per_call_us(
             lambda: torch._scaled_mm(ta, tb, scale_a=tsa, scale_b=tsb, out_dtype=torch.bfloat16))
+        t = paired_rounds({"torch._scaled_mm": lambda: torch._scaled_mm(ta, tb, scale_a=tsa, scale_b=tsb,
+                                                                        out_dtype=torch.bfloat16),
+                           "rawcoop.gemm": lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3",
+                                                                scale_a=sa, scale_b=sb)})
+        med, lo, hi = ratio_summary(t, "rawcoop.gemm", "torch._scaled_mm")
+        res["paired 256^3 e4m3 device scales (new out): rawcoop / torch._scaled_mm time, median of rounds"] = med
+        print(f"paired rounds, 256^3 e4m3 (new out): rawcoop/torch._scaled_mm host time {med:.3f} "
+              f"(rounds {lo:.3f}-{hi:.3f})")
     cp.cuda.Device().synchronize()
     print(f"GPU: {device.info(0).name}")
     for name, us in res.items():
-        print(f"{name:42s} {us:8.2f} us/call")
+        if isinstance(us, float) and "paired" not in name:
+            print(f"{name:42s} {us:8.2f} us/call")
     if args.json:
         from rawcoop.bench import write_json
         write_json(args.json, res)
