@@ -485,7 +485,12 @@ class _Plan:
             ws_ptr = flags_ptr = 0
             if self.ws_flags:       # split-K: the (device, stream) workspace; never allocated under capture
                 ws_ptr, flags_ptr = workspace.get(dev, stream, self.ws_floats, self.ws_flags)
-            d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n] if temp else out
+            if not temp:
+                d = out
+            elif out is None and npad == n:
+                d = cp.empty(self.out_shape, dtype=self.out_dtype)     # the result itself: no view, no copy
+            else:
+                d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n]
             st = d.strides
             d_pitch = st[-2] if m > 1 else round16(n * osz)
             d_bs = st[0] if (batch > 1 and d.ndim == 3) else round16(m * max(d_pitch, 16))

@@ -199,8 +199,9 @@ def all_configs() -> list[GemmConfig]:
     """The configurations warm-up compiles by default: every layout and input
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
-    too (choose_stream_k), 128x128 with 1x2 clusters (choose_cluster), 128x64
-    for 64 < M <= 128) and the swap-AB small-M tile (128x64, D column-major)."""
+    too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
+    128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
+    column-major)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -211,6 +212,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
+                out.append(GemmConfig(128, bf, ak, bk, cluster_m=2))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
     return out
@@ -268,13 +270,17 @@ def cluster_n_configs() -> list[GemmConfig]:
 def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
-    picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128)
-    with the default output (fp32 for tf32, bf16 for fp8), and the swap-AB
-    small-M tile (128x64, D column-major: 16-bit output, so bf16)."""
+    picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
+    fp8 128x128 with 1x2 and 2x1 clusters) with the default output (fp32 for
+    tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
+    16-bit output, so bf16)."""
     out = []
     for ka, kb in LOWP_KIND_PAIRS:
         out.append(GemmConfig(128, ka, pingpong=True, b_kind=kb))
         out.append(GemmConfig(128, ka, b_kind=kb))
+        if is_fp8(ka):
+            out.append(GemmConfig(128, ka, b_kind=kb, cluster_n=2))
+            out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, b_kind=kb))
@@ -449,9 +455,19 @@ PINGPONG_MAX_K_16BIT = 6144        # choose_block_n, 16-bit, >= 2 waves of 128x2
 PINGPONG_SHORT_K_16BIT = 2048      # ... when the last wave is partial (<= 80% full), or whatever it is up to this K
 
 
+WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
+WIDE_FILL_MIN_K = 2048             # ... when K is at least this (shorter K: not measured)
+
+
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
                    one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False) -> int:
-    """128x256 tiles (cooperative) when they give every SM a tile, except for
+    """128x256 tiles (cooperative) when they give every SM a tile, or at least
+    WIDE_TILES_FILL (90%) of them one with K >= WIDE_FILL_MIN_K (where 128x128
+    tiles would run a second, nearly full round: the same time in rounds, and
+    the wider tile draws less power per FLOP at the 700 W cap; H200 stop 18,
+    same run, bf16 / fp16: 256x16384x4096 (128 tiles) 671 vs 646 / 645 vs 612
+    TFLOP/s, 256x16384x2048 +0% / +2%; where 128x256 tiles fill only 73%
+    (256x12288x4096) or 48% of the SMs (256x8192x8192) they lost 4-11%), except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose,
     and (``pingpong_16bit``: 16-bit inputs, ping-pong not ruled out) from 2
@@ -495,7 +511,7 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     if n <= 64:
         return 64
     tiles_256 = tile_count(m, n, 256, batches)
-    if tiles_256 >= sm_count:
+    if tiles_256 >= sm_count or (tiles_256 >= WIDE_TILES_FILL * sm_count and k is not None and k >= WIDE_FILL_MIN_K):
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         tail = tiles_256 % sm_count
         short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
@@ -561,13 +577,15 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
                    swap: bool = False, block: bool = False, splits=None, pingpong=None, streamk=None
                    ) -> tuple[int, int]:
     """The cluster as (cluster_m, cluster_n): the forced ``_cluster`` when
-    given; otherwise (1, 2), CTA pairs on horizontally adjacent tiles sharing
-    the A tile by TMA multicast, for a 16-bit problem of 128x128 cooperative
-    tiles (no swap-AB, not block-scaled, one batch, no forced split, ping-pong
-    or stream-K) run as split-K in one round (no full wave of tiles,
-    :func:`scheduler.decompose`) with at least CLUSTER_MIN_SPLITS splits of
-    at least CLUSTER_SPLIT_MIN_K of K each and an even number of tile columns
-    (no idle half-pairs); else no cluster.  There every CTA streams its K
+    given; otherwise, for a 16-bit or per-tensor fp8 problem of 128x128
+    cooperative tiles (no swap-AB, not block-scaled, one batch, no forced
+    split, ping-pong or stream-K) run as split-K in one round (no full wave
+    of tiles, :func:`scheduler.decompose`) with at least CLUSTER_MIN_SPLITS
+    splits of at least CLUSTER_SPLIT_MIN_K of K each: (1, 2), CTA pairs on
+    horizontally adjacent tiles sharing the A tile by TMA multicast, when the
+    tile columns are even, else (2, 1), pairs on vertically adjacent tiles
+    sharing B, when the tile rows are even (no idle half-pairs either way);
+    else no cluster.  There every CTA streams its K
     range at the tensor cores' rate and L2 -> SM traffic is the limit (ncu,
     512x512x65536: L2 71% busy, 550 MB moved against the 331 MB of cuBLAS,
     which runs 2x1 clusters there); pairs sharing A move a quarter less.
@@ -585,20 +603,30 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
     256x512x32768 +4%), 3 splits (768x768x32768 -1% and -2%, two calls),
     128x256 tiles (1024x1024x65536 -1%), full waves (2048x2048x8192 -3% to
     -11%).  Idle half-pairs: 2x1 clusters over an odd number of tile rows ran
-    640x512x65536 at -24% and 384x512x65536 at -18%; 2x1 where the rows are
-    even and the columns odd is not measured (no cluster there)."""
+    640x512x65536 at -24% and 384x512x65536 at -18%.
+
+    Stop 18 (5 rounds, batch timing): 2x1 where the tile rows are even and
+    the columns odd, ratio to cuBLAS without / with, bf16 (fp16):
+    512x384x65536 0.633 / 0.822 (0.641 / 0.823), 256x640x65536 0.741 / 0.793
+    (0.730 / 0.743), 768x640x65536 0.947 / 0.979 (0.940 / 0.966),
+    1024x384x32768 0.903 / 0.882 (0.906 / 0.908); 1x2 there (a half-idle
+    pair) 0.61-0.79.  fp8 e4m3 with 1x2, TFLOP/s without / with (cuBLASLt
+    reference rows in NOTES): 512x512x65536 744-839 / 930 (+11-25%),
+    512x1024x32768 916 / 1011 (+10%), 384x512x65536 658 / 762 (+16%)."""
     if cluster is not None:
         return cluster_dims(cluster)
     from . import scheduler
-    if (in_kind not in (FP16, BF16) or swap or block or batches != 1 or block_n != 128 or splits is not None
-            or pingpong or streamk):
+    if (in_kind not in (FP16, BF16, E4M3, E5M2) or swap or block or batches != 1 or block_n != 128
+            or splits is not None or pingpong or streamk):
         return 1, 1
-    if scheduler.cdiv(n, block_n) % 2:
+    tiles_m, tiles_n = scheduler.cdiv(m, BLOCK_M), scheduler.cdiv(n, block_n)
+    if tiles_m % 2 and tiles_n % 2:
         return 1, 1
-    dec = scheduler.decompose(tile_count(m, n, block_n, batches), scheduler.cdiv(k, BLOCK_K), sm_count)
+    block_k = ROW_BYTES // ELEMENT_BYTES[in_kind]
+    dec = scheduler.decompose(tiles_m * tiles_n, scheduler.cdiv(k, block_k), sm_count)
     if dec.tiles_dp or dec.splits < CLUSTER_MIN_SPLITS or k // dec.splits < CLUSTER_SPLIT_MIN_K:
         return 1, 1
-    return 1, 2
+    return (1, 2) if tiles_n % 2 == 0 else (2, 1)
 
 
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],

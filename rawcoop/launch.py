@@ -7,12 +7,6 @@ loaded once per device, in that device's primary context, and cached by
 (device, cache key): a function loaded on one GPU is never launched on
 another.  Launch configurations are built once per (device, grid, block,
 smem, cluster) and reused, so the repeated-call path only sets the stream.
-
-The launch itself calls the driver's ``cuLaunchKernelEx`` through ctypes on a
-launch configuration laid out as ``CUlaunchConfig`` (:class:`LaunchConfig`),
-where libcuda can be loaded; else through cuda-bindings' wrapper.  Both take
-the same packed arguments; the ctypes call skips the wrapper's per-call
-conversions (a new ``CUstream`` object, the config and result objects).
 """
 from __future__ import annotations
 
@@ -34,79 +28,6 @@ U32 = ctypes.c_uint32
 I64 = ctypes.c_int64
 F32 = ctypes.c_float
 PTR = ctypes.c_void_p
-
-
-class LaunchAttribute(ctypes.Structure):
-    """``CUlaunchAttribute`` (cuda.h): the id, 4 bytes of padding, then the
-    64-byte ``CUlaunchAttributeValue`` union at offset 8 (72 bytes in all).
-    rawcoop sets two members, both at the union's start: ``clusterDim``
-    (three unsigned ints) and ``programmaticStreamSerializationAllowed``
-    (an int)."""
-    _fields_ = [("id", ctypes.c_int), ("_pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
-
-
-class LaunchConfig(ctypes.Structure):
-    """``CUlaunchConfig`` (cuda.h): grid, block, dynamic shared memory (7
-    unsigned ints), the stream at offset 32, the attribute array and its
-    length (56 bytes in all; tests/test_launch_abi.py compares the bytes with
-    cuda-bindings' own struct)."""
-    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem_bytes", ctypes.c_uint),
-                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(LaunchAttribute)),
-                ("num_attrs", ctypes.c_uint)]
-
-
-CLUSTER_DIMENSION = int(driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
-PROGRAMMATIC_SERIALIZATION = int(driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-
-
-def launch_config(grid, block: int, smem: int, cluster=(1, 1, 1), pdl: bool = False) -> LaunchConfig:
-    """A :class:`LaunchConfig` for a 3-D grid, 1-D block, ``smem`` bytes of
-    dynamic shared memory, a 3-D cluster ((1, 1, 1): none) and programmatic
-    stream serialization (``pdl``); its stream is set per launch.  The
-    attribute array is kept alive by the config (``_keep``)."""
-    grid, cluster = tuple(grid), tuple(cluster)
-    if cluster != (1, 1, 1):
-        for g, c in zip(grid, cluster):
-            if g % c:
-                raise ValueError(f"grid {grid} is not a multiple of the cluster {cluster}")
-    attrs = []
-    if cluster != (1, 1, 1):
-        attrs.append((CLUSTER_DIMENSION, cluster))
-    if pdl:
-        attrs.append((PROGRAMMATIC_SERIALIZATION, (1,)))
-    cfg = LaunchConfig()
-    cfg.grid[:] = grid
-    cfg.block[:] = (block, 1, 1)
-    cfg.shared_mem_bytes = smem
-    arr = (LaunchAttribute * max(len(attrs), 1))()
-    for slot, (aid, words) in zip(arr, attrs):
-        slot.id = aid
-        slot.value[:len(words)] = words
-    cfg.attrs = ctypes.cast(arr, ctypes.POINTER(LaunchAttribute))
-    cfg.num_attrs = len(attrs)
-    cfg._keep = arr
-    return cfg
-
-
-def _load_launch_ex():
-    """The driver's ``cuLaunchKernelEx`` as a ctypes function (config, function,
-    kernelParams, extra: all passed as addresses), or None where libcuda
-    cannot be loaded (no driver: the machine has no GPU to launch on anyway)."""
-    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
-        try:
-            lib = ctypes.CDLL(name)
-        except OSError:
-            continue
-        fn = getattr(lib, "cuLaunchKernelEx", None)
-        if fn is None:
-            return None
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        return fn
-    return None
-
-
-_LAUNCH_EX = _load_launch_ex()
 
 
 class KernelParams:
@@ -218,8 +139,6 @@ class Kernel:
 
     # ------------------------------------------------------------ launch
     def _config(self, dev: int, grid, block: int, smem: int, cluster, pdl: bool):
-        """The cached launch configuration for these dimensions, this thread:
-        (ctypes :class:`LaunchConfig` or None, cuda-bindings ``CUlaunchConfig``)."""
         cache = getattr(self._tls, "configs", None)
         if cache is None:
             cache = self._tls.configs = {}
@@ -228,13 +147,15 @@ class Kernel:
         if cfg is None:
             fn = self.function(dev)
             self._ensure_smem(dev, fn, smem)
-            raw = launch_config(grid, block, smem, cluster, pdl)       # checks grid % cluster
-            bcfg = driver.CUlaunchConfig()
-            bcfg.gridDimX, bcfg.gridDimY, bcfg.gridDimZ = grid
-            bcfg.blockDimX, bcfg.blockDimY, bcfg.blockDimZ = block, 1, 1
-            bcfg.sharedMemBytes = smem
+            cfg = driver.CUlaunchConfig()
+            cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid
+            cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block, 1, 1
+            cfg.sharedMemBytes = smem
             attrs = []
             if cluster != (1, 1, 1):
+                for g, c in zip(grid, cluster):
+                    if g % c:
+                        raise ValueError(f"grid {grid} is not a multiple of the cluster {cluster}")
                 a = driver.CUlaunchAttribute()
                 a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
                 a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = cluster
@@ -244,9 +165,9 @@ class Kernel:
                 a.id = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
                 a.value.programmaticStreamSerializationAllowed = 1
                 attrs.append(a)
-            bcfg.attrs = attrs
-            bcfg.numAttrs = len(attrs)
-            cfg = cache[key] = (raw if _LAUNCH_EX is not None else None, bcfg, int(fn))
+            cfg.attrs = attrs
+            cfg.numAttrs = len(attrs)
+            cache[key] = cfg
         return cfg
 
     def launch(self, dev: int, grid, block: int, smem: int, stream: int, args, types=None,
@@ -255,21 +176,14 @@ class Kernel:
         use :func:`rawcoop.device.on_device`) on the raw stream handle ``stream``.
         ``args``: a :class:`KernelParams` (packed once, its own types) or a
         sequence of values with their ``types``."""
-        if not isinstance(args, KernelParams):
-            if types is None:
-                raise TypeError("Kernel.launch: plain argument values need their types")
-            args = KernelParams(args, types)
+        if types is None and not isinstance(args, KernelParams):
+            raise TypeError("Kernel.launch: plain argument values need their types")
         grid = tuple(grid) + (1,) * (3 - len(grid))
         cluster = tuple(cluster) + (1,) * (3 - len(cluster))
-        raw, bcfg, fn = self._config(dev, grid, block, smem, cluster, pdl)
-        if raw is not None:
-            raw.stream = stream
-            err = _LAUNCH_EX(ctypes.addressof(raw), fn, args.address, None)
-            if err:
-                check((driver.CUresult(err),), "cuLaunchKernelEx")
-            return
-        bcfg.hStream = driver.CUstream(stream)
-        check(driver.cuLaunchKernelEx(bcfg, self._functions[dev], args.address, 0), "cuLaunchKernelEx")
+        cfg = self._config(dev, grid, block, smem, cluster, pdl)
+        cfg.hStream = driver.CUstream(stream)
+        params = args.address if isinstance(args, KernelParams) else (tuple(args), tuple(types))
+        check(driver.cuLaunchKernelEx(cfg, self._functions[dev], params, 0), "cuLaunchKernelEx")
 
     def max_active_clusters(self, dev: int, block: int, smem: int, cluster) -> int:
         """``cuOccupancyMaxActiveClusters`` for this kernel, block, smem,
@@ -279,7 +193,7 @@ class Kernel:
         n = self._occupancy.get(key)
         if n is None:
             with _device.on_device(dev):
-                cfg = self._config(dev, cluster, block, smem, cluster, False)[1]
+                cfg = self._config(dev, cluster, block, smem, cluster, False)
                 cfg.hStream = driver.CUstream(0)
                 n = int(check(driver.cuOccupancyMaxActiveClusters(self._functions[dev], cfg),
                               "cuOccupancyMaxActiveClusters"))
@@ -300,4 +214,4 @@ def get_kernel(spec: KernelSpec, arch: str = DEFAULT_ARCH) -> Kernel:
     return k
 
 
-__all__ = ["Kernel", "KernelParams", "LaunchConfig", "launch_config", "get_kernel", "cache_key", "TENSOR_MAP", "I32", "U32", "I64", "F32", "PTR"]
+__all__ = ["Kernel", "get_kernel", "cache_key", "TENSOR_MAP", "I32", "U32", "I64", "F32", "PTR"]

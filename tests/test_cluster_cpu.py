@@ -390,8 +390,8 @@ def test_auto_cluster_for_long_k_one_round_split_k(shape):
 
 @pytest.mark.parametrize("shape, why", [
     ((256, 256, 32768), "2048 of K per split"), ((512, 512, 8192), "1024 of K per split"),
-    ((768, 768, 32768), "3 splits"), ((384, 384, 65536), "3 tile columns (a half-idle pair)"),
-    ((640, 640, 65536), "5 tile columns"), ((1024, 1024, 65536), "128x256 tiles"),
+    ((768, 768, 32768), "3 splits"), ((384, 384, 65536), "3 tile rows and columns (a half-idle pair)"),
+    ((640, 640, 65536), "5 tile rows and columns"), ((1024, 1024, 65536), "128x256 tiles"),
     ((2048, 2048, 8192), "a full wave"), ((4096, 4096, 4096), "full waves"), ((32, 4096, 65536), "swap-AB"),
     ((128, 8192, 8192), "one tile row of 128x64 tiles, no split"), ((1536, 1024, 65536), "data-parallel"),
 ])
@@ -399,21 +399,52 @@ def test_no_auto_cluster_outside_the_rule(shape, why):
     assert _auto_cluster(*shape).cluster == (1, 1), why
 
 
-def test_auto_cluster_only_where_nothing_is_forced_and_16_bit():
+@pytest.mark.parametrize("shape", [(512, 384, 65536), (256, 640, 65536), (768, 640, 65536), (1024, 384, 32768),
+                                   (1000, 300, 40000)])
+def test_auto_two_by_one_where_the_tile_columns_are_odd(shape):
+    """Even tile rows, odd tile columns (stop 18's measured shapes and a
+    ragged one): 2x1 pairs sharing B, in every layout and for fp16 too."""
+    m, n, k = shape
+    assert cdiv(m, 128) % 2 == 0 and cdiv(n, 128) % 2 == 1
+    cfg = _auto_cluster(m, n, k)
+    assert cfg.cluster == (2, 1) and cfg.block_n == 128 and not cfg.pingpong and not cfg.stream_k
+    for kmajor in ((False, True), (True, False), (False, False)):
+        assert _auto_cluster(m, n, k, kmajor=kmajor).cluster == (2, 1)
+    assert _auto_cluster(m, n, k, kinds=(gc.FP16, gc.FP16), out_name="float16").cluster == (2, 1)
+
+
+@pytest.mark.parametrize("shape, cluster", [((512, 512, 65536), (1, 2)), ((512, 1024, 32768), (1, 2)),
+                                            ((384, 512, 65536), (1, 2)), ((512, 384, 65536), (2, 1)),
+                                            ((384, 384, 65536), (1, 1)), ((512, 512, 4096), (1, 1))])
+def test_auto_cluster_fp8(shape, cluster):
+    """Per-tensor fp8 follows the 16-bit rule (k-blocks of 128: 512x512x65536
+    runs 8 splits of 8192, as 16-bit does); block-scaled fp8 never clusters
+    by itself."""
+    m, n, k = shape
+    for kinds in ((gc.E4M3, gc.E4M3), (gc.E5M2, gc.E4M3), (gc.E4M3, gc.E5M2)):
+        cfg = _auto_cluster(m, n, k, kinds=kinds, out_name="bfloat16")
+        assert cfg.cluster == cluster and cfg.block_n == 128
+    assert _auto_cluster(m, n, k, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16", block=True).cluster == (1, 1)
+
+
+def test_auto_cluster_only_where_nothing_is_forced():
     m, n, k = 512, 512, 65536
     assert _auto_cluster(m, n, k, splits=8).cluster == (1, 1)              # forced split-K (tests, tune)
     assert _auto_cluster(m, n, k, splits=None, cluster=1).cluster == (1, 1)   # forced no cluster
     assert _auto_cluster(m, n, k, cluster=2).cluster == (2, 1)             # forced 2x1 wins
     assert _auto_cluster(m, n, k, pingpong=True).cluster == (1, 1)
     assert _auto_cluster(m, n, k, block_n=256).cluster == (1, 1)
-    assert _auto_cluster(m, n, k, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16").cluster == (1, 1)   # fp8: not measured
     assert _auto_cluster(m, n, k, kinds=(gc.TF32, gc.TF32), out_name="float32").cluster == (1, 1)    # tf32: not measured
     assert _auto_cluster(m, n, k, batch=2).cluster == (1, 1)                # batched: not measured
-    # the warm-up set holds every kernel the rule picks
-    warm = {c.spec for c in gc.all_configs()}
+    # the warm-up set holds every kernel the rule picks, both orientations
+    warm = {c.spec for c in gc.all_configs() + gc.lowp_configs()}
     for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
         for kmajor in ((True, True), (False, True), (True, False), (False, False)):
-            assert _auto_cluster(m, n, k, kinds=kinds, kmajor=kmajor, out_name=out_name).spec in warm
+            for shape in ((m, n, k), (512, 384, 65536)):
+                assert _auto_cluster(*shape, kinds=kinds, kmajor=kmajor, out_name=out_name).spec in warm
+    for kinds in ((gc.E4M3, gc.E4M3), (gc.E4M3, gc.E5M2), (gc.E5M2, gc.E4M3), (gc.E5M2, gc.E5M2)):
+        for shape in ((m, n, k), (512, 384, 65536)):
+            assert _auto_cluster(*shape, kinds=kinds, out_name="bfloat16").spec in warm
 
 
 def test_plan_auto_cluster_launch(planning):

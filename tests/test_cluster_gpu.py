@@ -1,5 +1,5 @@
 """GPU: clusters of 2 CTAs (forced by the private ``_cluster`` option; 1x2
-is also picked automatically for long-K one-round split-K, see
+and 2x1 are also picked automatically for long-K one-round split-K, see
 gemm_configs.choose_cluster).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
 vertically adjacent tiles multicast the shared B tile.  1x2
 (``_cluster=(1, 2)``): pairs on horizontally adjacent tiles (tile columns 2j,
@@ -245,14 +245,17 @@ def test_cluster_option_rejects_bad_values():
 
 
 @pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
-@pytest.mark.parametrize("shape, epilogue", [((500, 500, 40000), False), ((512, 1000, 24576), True),
-                                             ((256, 256, 65536), False)], ids=str)
-def test_auto_cluster_split_k(layout, shape, epilogue):
-    """The automatic 1x2 clusters (long-K one-round split-K, choose_cluster):
-    the plan picks them, the output (poisoned with NaN first) matches the
-    float64 reference, reruns are bit-identical, and they equal the same
-    problem forced to no cluster with the same splits bit for bit (the same
-    split ranges and reduction order; only which CTA loads A changes)."""
+@pytest.mark.parametrize("shape, epilogue, cluster", [
+    ((500, 500, 40000), False, (1, 2)), ((512, 1000, 24576), True, (1, 2)), ((256, 256, 65536), False, (1, 2)),
+    ((512, 384, 65536), False, (2, 1)), ((1000, 296, 40000), True, (2, 1))], ids=str)
+def test_auto_cluster_split_k(layout, shape, epilogue, cluster):
+    """The automatic clusters (long-K one-round split-K, choose_cluster): 1x2
+    where the tile columns are even, 2x1 where only the rows are: the plan
+    picks them, the output (poisoned with NaN first) matches the float64
+    reference, reruns are bit-identical, and they equal the same problem
+    forced to no cluster with the same splits bit for bit (the same split
+    ranges and reduction order; only which CTA loads the shared operand
+    changes)."""
     import cupy as cp
     import rawcoop
     from rawcoop.gemm import _plan_for
@@ -266,7 +269,7 @@ def test_auto_cluster_split_k(layout, shape, epilogue):
         kw = dict(c=c, beta=0.5, bias=bias, activation="relu")
         ref = cp.maximum(ref + 0.5 * c.astype(cp.float64) + bias, 0)
     plan = _plan_for(a, b, **kw)
-    assert plan.cfg.cluster == (1, 2) and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
+    assert plan.cfg.cluster == cluster and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
 
     def run(**extra):
         d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
@@ -277,3 +280,36 @@ def test_auto_cluster_split_k(layout, shape, epilogue):
     _check(cp, d, ref, 5e-3)
     assert cp.array_equal(d.view(cp.uint16), again.view(cp.uint16)), "auto-clustered split-K is not deterministic"
     assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"
+
+
+@pytest.mark.parametrize("shape, cluster", [((512, 512, 32768), (1, 2)), ((512, 384, 32768), (2, 1)),
+                                            ((500, 272, 40000), (2, 1))], ids=str)
+def test_auto_cluster_split_k_fp8(shape, cluster):
+    """Per-tensor fp8 (e4m3 x e5m2 too) gets the automatic clusters as well:
+    the plan picks them, the output (NaN-poisoned) matches the float64
+    reference of the dequantised inputs, and equals the same splits without a
+    cluster bit for bit."""
+    import ml_dtypes
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    m, n, k = shape
+    rng = np.random.default_rng(41)
+    for fb in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
+        a8 = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
+        b8 = rng.standard_normal((n, k)).astype(fb)
+        a = cp.asarray(a8.view(np.uint8)).view(ml_dtypes.float8_e4m3fn)
+        b = cp.asarray(b8.view(np.uint8)).view(fb).T
+        ref = 0.5 * (cp.asarray(a8.astype(np.float64)) @ cp.asarray(b8.astype(np.float64)).T)
+        plan = _plan_for(a, b, scale_a=0.25, scale_b=2.0)
+        assert plan.cfg.cluster == cluster and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
+
+        def run(**extra):
+            d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(_dt("bfloat16"))
+            rawcoop.gemm(a, b, scale_a=0.25, scale_b=2.0, out=d, **extra)
+            return d
+
+        d, plain = run(), run(_cluster=1, _splits=plan.decomposition.splits)
+        # fp8 wgmma accumulation (~2^-14 per k32 step, random signs: ~2e-3 at K = 32768) + bf16 rounding
+        _check(cp, d, ref, 1e-2)
+        assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"

@@ -259,7 +259,12 @@ def test_tile_choice_rule():
     assert choose_block_n(129, 8192, 1, 132, 8192) == 128          # two tile rows: not the narrow rule
     assert choose_block_n(128, 16384, 1, 132, 8192) == 128          # 128x128 tiles fill the SMs
     assert choose_block_n(128, 4096, 1, 132, 8192) == 128           # 64 narrow tiles: too few
-    assert choose_block_n(2048, 2048, 1, 132, 512) == 128
+    assert choose_block_n(2048, 2048, 1, 132, 512) == 128            # 128 wide tiles (97%), but short K
+    assert choose_block_n(2048, 2048, 1, 132, 2048) == 256           # 128 wide tiles fill 97% of the SMs
+    assert choose_block_n(256, 16384, 1, 132, 4096) == 256           # (stop 18: +4-5% over 128x128)
+    assert choose_block_n(1920, 2048, 1, 132, 8192) == 256           # 120 wide tiles: 91%
+    assert choose_block_n(256, 12288, 1, 132, 4096) == 128           # 96 wide tiles: 73% (128x256 lost 6-11%)
+    assert choose_block_n(1792, 2048, 1, 132, 8192) == 128           # 112 wide tiles: 85%
     assert choose_pingpong(128) and not choose_pingpong(256) and not choose_pingpong(64)
     assert choose_pingpong(128, 264, 132) and not choose_pingpong(128, 263, 132)
     assert config_for_problem(4096, 14336, 4096, True, True, True).pingpong
