@@ -195,7 +195,11 @@ FEW_TILES_MAX_SPLITS = 16     # or this many where all of them fit (at most 8 ti
                               # columns or more: 64x1024x65536 in 8 128x64 tiles ran 16 splits -2.1% and -4.6%
                               # against 8 in two calls, stop 16),
 ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for 16-bit inputs);
-NARROW_ONE_ROUND_MIN_KBLOCKS = 64   # 128x64 tiles keep stop 15's rule: 8 splits at most, of >= 64 k-blocks.
+NARROW_ONE_ROUND_MIN_KBLOCKS = 64   # 128x64 tiles keep stop 15's rule: 8 splits at most, of >= 64 k-blocks,
+NARROW_FEW_TILES_MIN_KBLOCKS = 32   # or of >= 32 where 16 splits of every tile would fit (at most 8 tiles):
+# H200 stop 18, swap-AB 128x64 tiles, 8 splits vs 4 (batch timing, 5 rounds; ratios to cuBLAS): bf16 / fp16
+# 64x1024x16384 +13% / +10% (stop 17: +15% / +4%), 48x1024x16384 +17% / +22%, 64x768x16384 +13% / +8%,
+# 64x512x16384 +10% / -2%; 64x1024x12288 6 splits +1% / +2%; with 16 tiles (32x2048x16384) -1% / -3%.
 # H200 stop 16, bf16, same-run A/Bs: 256x256x65536 16 vs 8 splits +25% (32: +16%), 256x512x16384 16 vs 4
 # +41%, 384x384x65536 14 vs 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes,
 # two calls (4 and 3 rounds): 256x256x16384 +48% / +43%, 192x192x65536 +39% / +39%, 384x384x16384 +30% / +31%,
@@ -213,7 +217,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
     splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS;
     ``narrow`` (128x64 tiles, :func:`schedule`) keeps stop 15's one-round
-    rule: up to ONE_ROUND_MAX_SPLITS of at least NARROW_ONE_ROUND_MIN_KBLOCKS.
+    rule: up to ONE_ROUND_MAX_SPLITS of at least NARROW_ONE_ROUND_MIN_KBLOCKS
+    (NARROW_FEW_TILES_MIN_KBLOCKS for at most 8 tiles, stop 18).
     ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
     :func:`decompose_stream_k`.
 
@@ -232,7 +237,9 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
         if narrow:
-            cap, min_kb = ONE_ROUND_MAX_SPLITS, NARROW_ONE_ROUND_MIN_KBLOCKS
+            cap = ONE_ROUND_MAX_SPLITS
+            min_kb = (NARROW_FEW_TILES_MIN_KBLOCKS if tail * FEW_TILES_MAX_SPLITS <= sm_count
+                      else NARROW_ONE_ROUND_MIN_KBLOCKS)
         else:
             cap = FEW_TILES_MAX_SPLITS if tail * FEW_TILES_MAX_SPLITS <= sm_count else ONE_ROUND_MAX_SPLITS
             min_kb = ONE_ROUND_MIN_KBLOCKS

@@ -60,7 +60,8 @@ def test_many_rounds_of_split_units():
 @pytest.mark.parametrize("shape,swap", [((1024, 1024, 65536), False), ((96, 4096, 8192), False),
                                         ((1, 8192, 8192), True), ((16, 8192, 8192), True),
                                         ((3000, 1000, 8192), False), ((1408, 1000, 24576), False),
-                                        ((512, 500, 32768), False), ((256, 250, 16384), False)], ids=str)
+                                        ((512, 500, 32768), False), ((256, 250, 16384), False),
+                                        ((48, 1000, 16384), True)], ids=str)
 def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
     import cupy as cp
     import rawcoop
@@ -81,6 +82,8 @@ def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
         assert plan.cfg.block_n == 128 and dec.splits == 8 and dec.spread(plan.grid[0])
     if shape == (256, 250, 16384):                # 4 tiles: 16 splits (scheduler.FEW_TILES_MAX_SPLITS), one round
         assert plan.cfg.block_n == 128 and dec.splits == 16 and dec.units == 64 and dec.spread(plan.grid[0])
+    if shape == (48, 1000, 16384):                # swap-AB, 8 tiles of 128x64: 8 splits of >= 32 k-blocks
+        assert plan.cfg.block_n == 64 and dec.splits == 8 and dec.tiles == 8
     first = rawcoop.gemm(a, b, **kw)
     _check(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), "bfloat16")
     for _ in range(10):

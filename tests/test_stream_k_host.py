@@ -348,8 +348,11 @@ def test_one_round_split_k_rule():
     assert scheduler.schedule(256, 512, 128, 256, 132, k=65536).decomposition.splits == 16
     narrow = scheduler.schedule(1024, 64, 128, 64, 132, k=65536).decomposition    # 64x1024x65536 swapped
     assert (narrow.tiles, narrow.splits) == (8, 8)
-    assert scheduler.schedule(1024, 64, 128, 64, 132, k=16384).decomposition.splits == 4     # 256 // 64
-    assert decompose(8, 256, 132, narrow=True).splits == 4 and decompose(8, 256, 132).splits == 16
+    assert scheduler.schedule(1024, 64, 128, 64, 132, k=16384).decomposition.splits == 8     # 256 // 32 (8 tiles)
+    assert scheduler.schedule(2048, 32, 128, 64, 132, k=16384).decomposition.splits == 4     # 16 tiles: 256 // 64
+    assert scheduler.schedule(1024, 64, 128, 64, 132, k=12288).decomposition.splits == 6     # 192 // 32
+    assert decompose(8, 256, 132, narrow=True).splits == 8 and decompose(8, 256, 132).splits == 16
+    assert decompose(9, 256, 132, narrow=True).splits == 4                                   # > 8 tiles: >= 64 k-blocks
     for t, kb, sms in _cases(300, 5):
         d = decompose(t, kb, sms)
         assert d.units - d.tiles_dp <= sms or d.splits == 1, d       # one round of split units at most
