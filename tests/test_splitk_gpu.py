@@ -51,9 +51,9 @@ def test_many_rounds_of_split_units():
     import rawcoop
     dt = _dt("float16")
     a, b = _rand(cp, (2048, 4096), dt, 5), _rand(cp, (2048, 4096), dt, 6).T
-    dec = _decomposition(2048, 2048, 4096, splits=4)
+    dec = _decomposition(2048, 2048, 4096, splits=4, block_n=128)     # 256 tiles (128x256 would give 128)
     assert dec.units > 4 * 132
-    d = rawcoop.gemm(a, b, _splits=4)
+    d = rawcoop.gemm(a, b, _splits=4, _block_n=128)
     _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), "float16")
 
 
