@@ -120,38 +120,23 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 18), each against the previous choice in the same run (adopt or revert on >= 2
-# agreeing shapes, nothing below 0.99); --timing batch where kernels are short (stop 17: per-call
-# timing made the 256^2/192^2 rows host-bound).  In order of expected payoff (a later one may hit the cap):
-# (C) fp8 e4m3 with 1x2 clusters on long-K split-K (choose_cluster is 16-bit only: not measured);
-# (D) 128x64 tiles (narrow rule: <= 8 splits of >= 64 k-blocks): 64x1024x16384 ran 8 splits +15% bf16
-#     / +4% fp16 in stop 17 - auto vs splits=8 on four narrow shapes;
-# (F) 256x16384x4096-like (two tile rows, 128x256 tiles fill < 1 wave, 128x128 run 1.94 waves): 128x256
-#     with and without a 2x1 cluster (B multicast; the CuTe DSL peer's config ran 1.29x cuBLAS in the
-#     issue; stop 14 measured 601 vs 593 TFLOP/s at the 700 W cap, one round);
-# (A) stream-K without a full wave (stop 17: 1024x1536x65536 +22%, 1536x1024x32768 +15-19%, but
-#     1536x768x65536 -16%, 1280^2x32768 -5% / +6%): more 0.5-0.8-wave long-K shapes, and ncu of the
-#     losing one (what the fix-up costs there);
-# (B) 2x1 clusters where the tile columns are odd and the rows even (choose_cluster gives no cluster
-#     there; 2x1 over odd rows lost 18-33%, over even rows it matched 1x2);
-# (E) ncu of 512x512x65536 with and without the automatic 1x2 cluster: L2 sectors requested by the
-#     SMs (at 128x8192x8192 our 1x2 requested more than no cluster, cuBLAS's 1x2 26% fewer).
-add experiment 200 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 512x512x65536,512x1024x32768,384x512x65536 --rounds 5 --iters 20 \
---timing batch --variants auto,cluster=1x2 --json $Q_OUT/exp_fp8_cluster.json; \
+# Experiment (stop 19), each against the previous choice in the same run (adopt or revert on >= 2
+# agreeing shapes, nothing below 0.99); --timing batch where kernels are short.  In order of payoff:
+# (A) stop 18's three new rules again on a third set of shapes and another machine: 128x256 for a
+#     nearly full wave (auto vs block_n=128), 2x1 where only the tile rows are even (auto vs
+#     cluster=1), fp8 clusters (auto vs cluster=1);
+# (B) ncu of 1536x1024x65536 (96 data-parallel 128x128 tiles, 0.80-0.85 of cuBLAS): what cuBLAS runs
+#     there and what limits ours (SM throughput, L2);
+# (C) ncu of 128x8192x8192 ours vs cuBLAS with L2 request metrics again (0.90-0.92; stop 17: cuBLAS asks
+#     L2 for 26% fewer sectors; stop 18: at 512x512x65536 our 1x2 multicast does cut requests by a third).
+add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
+--shapes 1536x2560x8192,2048x1920x16384,256x15872x4096 --variants auto,block_n=128 --json $Q_OUT/exp_wide_fill.json; \
 $PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
---shapes 64x1024x16384,64x1024x32768,96x2048x16384,128x1536x16384 --variants auto,splits=8 \
---json $Q_OUT/exp_narrow_splits.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
---shapes 256x16384x4096,256x8192x8192,256x12288x4096,256x16384x2048 --variants auto,block_n=256,block_n=256:cluster=2x1 \
---json $Q_OUT/exp_two_rows_wide.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16 --rounds 5 --iters 20 --timing batch \
---shapes 1536x1024x65536,1536x768x65536,1280x1024x65536,1152x1024x65536,1536x1024x16384,1280x1280x65536 \
---variants auto,streamk=1 --json $Q_OUT/exp_streamk_no_full_wave.json; \
-$PY bench/ncu_compare.py --shape 1536x768x65536 --variants auto,streamk=1 --cublas; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
---shapes 512x384x65536,768x640x65536,1024x384x32768,256x640x65536 --variants auto,cluster=2x1,cluster=1x2 \
---json $Q_OUT/exp_cluster_2x1_odd_columns.json; \
-$PY bench/ncu_compare.py --shape 512x512x65536 --variants auto,cluster=1 --cublas \
+--shapes 1280x384x65536,512x896x32768,768x640x49152 --variants auto,cluster=1 --json $Q_OUT/exp_two_by_one.json; \
+$PY -m rawcoop bench --suite fp8 --fp8-shapes 512x768x65536,896x512x65536,512x384x65536 --rounds 5 --iters 20 \
+--timing batch --variants auto,cluster=1 --json $Q_OUT/exp_fp8_cluster.json; \
+$PY bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas; \
+$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
 --metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum"
 fi
 
