@@ -122,19 +122,16 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 --iters 50 --json $Q_OUT/bench_batch.json"
 # Experiment (stop 19), each against the previous choice in the same run (adopt or revert on >= 2
 # agreeing shapes, nothing below 0.99); --timing batch where kernels are short.  In order of payoff:
-# (A) stop 18's three new rules again on a third set of shapes and another machine: 128x256 for a
-#     nearly full wave (auto vs block_n=128), 2x1 where only the tile rows are even (auto vs
-#     cluster=1), fp8 clusters (auto vs cluster=1);
+# (A) clusters at exactly 4 splits (stop 18 call 7: 2x1 neutral within +-7% there, as 1x2 was in stop
+#     17, while 5+ splits gain 5-30%): auto vs cluster=1 on six 4-split shapes, bf16 and fp16, to
+#     decide CLUSTER_MIN_SPLITS = 5;
 # (B) ncu of 1536x1024x65536 (96 data-parallel 128x128 tiles, 0.80-0.85 of cuBLAS): what cuBLAS runs
 #     there and what limits ours (SM throughput, L2);
 # (C) ncu of 128x8192x8192 ours vs cuBLAS with L2 request metrics again (0.90-0.92; stop 17: cuBLAS asks
 #     L2 for 26% fewer sectors; stop 18: at 512x512x65536 our 1x2 multicast does cut requests by a third).
-add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
---shapes 1536x2560x8192,2048x1920x16384,256x15872x4096 --variants auto,block_n=128 --json $Q_OUT/exp_wide_fill.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 5 --iters 20 --timing batch \
---shapes 1280x384x65536,512x896x32768,768x640x49152 --variants auto,cluster=1 --json $Q_OUT/exp_two_by_one.json; \
-$PY -m rawcoop bench --suite fp8 --fp8-shapes 512x768x65536,896x512x65536,512x384x65536 --rounds 5 --iters 20 \
---timing batch --variants auto,cluster=1 --json $Q_OUT/exp_fp8_cluster.json; \
+add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 7 --iters 20 --timing batch \
+--shapes 1024x512x65536,896x512x65536,1024x512x49152,1280x384x65536,512x896x32768,768x640x49152 \
+--variants auto,cluster=1 --json $Q_OUT/exp_four_split_clusters.json; \
 $PY bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas; \
 $PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
 --metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum"
