@@ -120,19 +120,13 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 19), each against the previous choice in the same run (adopt or revert on >= 2
-# agreeing shapes, nothing below 0.99); --timing batch where kernels are short.  In order of payoff:
-# (A) clusters at exactly 4 splits (stop 18 call 7: 2x1 neutral within +-7% there, as 1x2 was in stop
-#     17, while 5+ splits gain 5-30%): auto vs cluster=1 on six 4-split shapes, bf16 and fp16, to
-#     decide CLUSTER_MIN_SPLITS = 5;
-# (B) ncu of 1536x1024x65536 (96 data-parallel 128x128 tiles, 0.80-0.85 of cuBLAS): what cuBLAS runs
+# Experiment (stop 19): two profiles (any A/B of a change: against the previous choice in the same
+# run, adopt or revert on >= 2 agreeing shapes, nothing below 0.99, --timing batch for short kernels):
+# (A) ncu of 1536x1024x65536 (96 data-parallel 128x128 tiles, 0.80-0.85 of cuBLAS): what cuBLAS runs
 #     there and what limits ours (SM throughput, L2);
-# (C) ncu of 128x8192x8192 ours vs cuBLAS with L2 request metrics again (0.90-0.92; stop 17: cuBLAS asks
+# (B) ncu of 128x8192x8192 ours vs cuBLAS with L2 request metrics again (0.90-0.92; stop 17: cuBLAS asks
 #     L2 for 26% fewer sectors; stop 18: at 512x512x65536 our 1x2 multicast does cut requests by a third).
-add experiment 200 "$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --rounds 7 --iters 20 --timing batch \
---shapes 1024x512x65536,896x512x65536,1024x512x49152,1280x384x65536,512x896x32768,768x640x49152 \
---variants auto,cluster=1 --json $Q_OUT/exp_four_split_clusters.json; \
-$PY bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas; \
+add experiment 200 "$PY bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas; \
 $PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
 --metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum"
 fi

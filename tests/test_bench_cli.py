@@ -854,7 +854,6 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "--variants auto,cluster=1 --json",
         "python bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas",
         "python bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas",
     ])
