@@ -68,6 +68,16 @@ def ratio_summary(times: dict, ours: str, theirs: str) -> tuple[float, float, fl
     return statistics.median(ratios), ratios[0], ratios[-1]
 
 
+def report_pair(res: dict, what: str, times: dict, theirs: str) -> None:
+    """Store the median per-round rawcoop / ``theirs`` host-time ratio of
+    ``times`` (from :func:`paired_rounds`, with a "rawcoop.gemm" entry) in
+    ``res`` under "paired {what}: ..." and print it with both medians."""
+    med, lo, hi = ratio_summary(times, "rawcoop.gemm", theirs)
+    res[f"paired {what}: rawcoop / {theirs} time, median of rounds"] = med
+    print(f"paired rounds, {what}: rawcoop/{theirs} host time {med:.3f} (rounds {lo:.3f}-{hi:.3f}); rawcoop "
+          f"{statistics.median(times['rawcoop.gemm']):.2f} us, {theirs} {statistics.median(times[theirs]):.2f} us")
+
+
 def profile_calls(fn, n: int, top: int = 25) -> None:
     """cProfile ``n`` calls of ``fn`` (after one untimed call); print the
     ``top`` functions by own time, with the profiler's per-call overhead
@@ -150,19 +160,11 @@ def main() -> None:
     res["rawcoop.gemm 256^3 fp16 (new out)"] = per_call_us(lambda: rawcoop.gemm(a, bt.T))
     t = paired_rounds({"cupy.matmul": lambda: cp.matmul(a, b, out=c),
                        "rawcoop.gemm": lambda: rawcoop.gemm(a, bt.T, out=c)})
-    med, lo, hi = ratio_summary(t, "rawcoop.gemm", "cupy.matmul")
     res["paired 256^3 fp16 (out=): rawcoop us/call per round"] = t["rawcoop.gemm"]
     res["paired 256^3 fp16 (out=): cupy.matmul us/call per round"] = t["cupy.matmul"]
-    res["paired 256^3 fp16 (out=): rawcoop / cupy.matmul time, median of rounds"] = med
-    print(f"paired rounds, 256^3 fp16 out=: rawcoop/cupy.matmul host time {med:.3f} (rounds {lo:.3f}-{hi:.3f}); "
-          f"rawcoop {statistics.median(t['rawcoop.gemm']):.2f} us, cupy.matmul "
-          f"{statistics.median(t['cupy.matmul']):.2f} us")
+    report_pair(res, "256^3 fp16 (out=)", t, "cupy.matmul")
     t = paired_rounds({"cupy.matmul": lambda: cp.matmul(a, b), "rawcoop.gemm": lambda: rawcoop.gemm(a, bt.T)})
-    med, lo, hi = ratio_summary(t, "rawcoop.gemm", "cupy.matmul")
-    res["paired 256^3 fp16 (new out): rawcoop / cupy.matmul time, median of rounds"] = med
-    print(f"paired rounds, 256^3 fp16 new out: rawcoop/cupy.matmul host time {med:.3f} (rounds {lo:.3f}-{hi:.3f}); "
-          f"rawcoop {statistics.median(t['rawcoop.gemm']):.2f} us, cupy.matmul "
-          f"{statistics.median(t['cupy.matmul']):.2f} us")
+    report_pair(res, "256^3 fp16 (new out)", t, "cupy.matmul")
     if args.profile > 0:
         profile_calls(lambda: rawcoop.gemm(a, bt.T, out=c), args.profile)
     # fp8 e4m3 (uint8 storage + a_format/b_format), bf16 out, 256^3
@@ -197,11 +199,7 @@ def main() -> None:
                                                                         out_dtype=torch.bfloat16),
                            "rawcoop.gemm": lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3",
                                                                 scale_a=sa, scale_b=sb)})
-        med, lo, hi = ratio_summary(t, "rawcoop.gemm", "torch._scaled_mm")
-        res["paired 256^3 e4m3 device scales (new out): rawcoop / torch._scaled_mm time, median of rounds"] = med
-        print(f"paired rounds, 256^3 e4m3 (new out): rawcoop/torch._scaled_mm host time {med:.3f} "
-              f"(rounds {lo:.3f}-{hi:.3f}); rawcoop {statistics.median(t['rawcoop.gemm']):.2f} us, "
-              f"torch._scaled_mm {statistics.median(t['torch._scaled_mm']):.2f} us")
+        report_pair(res, "256^3 e4m3 device scales (new out)", t, "torch._scaled_mm")
     cp.cuda.Device().synchronize()
     print(f"GPU: {device.info(0).name}")
     for name, us in res.items():

@@ -52,6 +52,11 @@ LOWP_KIND_PAIRS = ((TF32, TF32), (E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2), (E5M2
 """(A, B) kinds of the tf32/fp8 kernels: wgmma takes e4m3 and e5m2 in any combination."""
 
 
+def block_k_of(kind: int) -> int:
+    """K values per k-block (one 128-byte row) of an input kind: 64 (16-bit), 32 (tf32), 128 (fp8)."""
+    return ROW_BYTES // ELEMENT_BYTES[kind]
+
+
 def is_fp8(kind: int) -> bool:
     return kind in (E4M3, E5M2)
 
@@ -125,8 +130,8 @@ class GemmConfig:
 
     @property
     def block_k(self) -> int:
-        """K values per k-block (one 128-byte row): 64 (16-bit), 32 (tf32), 128 (fp8)."""
-        return ROW_BYTES // self.in_bytes
+        """K values per k-block (:func:`block_k_of` A's kind; B's is the same size)."""
+        return block_k_of(self.in_kind)
 
     @property
     def fp8(self) -> bool:
@@ -625,8 +630,7 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
     tiles_m, tiles_n = scheduler.cdiv(m, BLOCK_M), scheduler.cdiv(n, block_n)
     if tiles_m % 2 and tiles_n % 2:
         return 1, 1
-    block_k = ROW_BYTES // ELEMENT_BYTES[in_kind]
-    dec = scheduler.decompose(tiles_m * tiles_n, scheduler.cdiv(k, block_k), sm_count)
+    dec = scheduler.decompose(tiles_m * tiles_n, scheduler.cdiv(k, block_k_of(in_kind)), sm_count)
     if dec.tiles_dp or dec.splits < CLUSTER_MIN_SPLITS or k // dec.splits < CLUSTER_SPLIT_MIN_K:
         return 1, 1
     return (1, 2) if tiles_n % 2 == 0 else (2, 1)

@@ -236,12 +236,12 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
         return Decomposition(tiles, k_blocks, tiles, 1)
     s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
+        few_tiles = tail * FEW_TILES_MAX_SPLITS <= sm_count        # 16 splits of every tile fit
         if narrow:
             cap = ONE_ROUND_MAX_SPLITS
-            min_kb = (NARROW_FEW_TILES_MIN_KBLOCKS if tail * FEW_TILES_MAX_SPLITS <= sm_count
-                      else NARROW_ONE_ROUND_MIN_KBLOCKS)
+            min_kb = NARROW_FEW_TILES_MIN_KBLOCKS if few_tiles else NARROW_ONE_ROUND_MIN_KBLOCKS
         else:
-            cap = FEW_TILES_MAX_SPLITS if tail * FEW_TILES_MAX_SPLITS <= sm_count else ONE_ROUND_MAX_SPLITS
+            cap = FEW_TILES_MAX_SPLITS if few_tiles else ONE_ROUND_MAX_SPLITS
             min_kb = ONE_ROUND_MIN_KBLOCKS
         s = max(s, min(sm_count // tail, cap, k_blocks // min_kb))
     if s < 2:

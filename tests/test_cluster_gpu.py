@@ -11,6 +11,7 @@ import numpy as np  # noqa: F401
 import pytest
 
 import gpu_helpers
+from test_fp8_tf32_gpu import _fp8_pair
 
 pytestmark = pytest.mark.gpu
 
@@ -289,18 +290,13 @@ def test_auto_cluster_split_k_fp8(shape, cluster):
     the plan picks them, the output (NaN-poisoned) matches the float64
     reference of the dequantised inputs, and equals the same splits without a
     cluster bit for bit."""
-    import ml_dtypes
     import cupy as cp
     import rawcoop
     from rawcoop.gemm import _plan_for
     m, n, k = shape
-    rng = np.random.default_rng(41)
-    for fb in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2):
-        a8 = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
-        b8 = rng.standard_normal((n, k)).astype(fb)
-        a = cp.asarray(a8.view(np.uint8)).view(ml_dtypes.float8_e4m3fn)
-        b = cp.asarray(b8.view(np.uint8)).view(fb).T
-        ref = 0.5 * (cp.asarray(a8.astype(np.float64)) @ cp.asarray(b8.astype(np.float64)).T)
+    for fb in ("e4m3", "e5m2"):
+        a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", fb, 41)
+        ref = 0.5 * (a64 @ b64)
         plan = _plan_for(a, b, scale_a=0.25, scale_b=2.0)
         assert plan.cfg.cluster == cluster and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
 
