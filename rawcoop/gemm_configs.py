@@ -206,7 +206,7 @@ def all_configs() -> list[GemmConfig]:
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
     too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
-    column-major)."""
+    column-major), with 1x2 clusters too (one_row_pair_fits)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -220,6 +220,9 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk, cluster_m=2))
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
+            # the paired one-row arrangement (one_row_pair_fits): swap-AB, so the kernel's A is the
+            # user's b (either majorness) and its B the user's K-major a
+            out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2))
     return out
 
 
@@ -394,6 +397,43 @@ def one_row_narrow_fits(m: int, n: int, batches: int, sm_count: int) -> bool:
     the whole K (:func:`choose_block_n`), un-swapped (:func:`choose_swap`)."""
     return (m <= BLOCK_M and tile_count(m, n, 128, batches) < sm_count
             and ONE_ROW_NARROW_FILL * sm_count <= tile_count(m, n, 64, batches) <= sm_count)
+
+
+ONE_ROW_PAIR_MIN_M = 120
+ONE_ROW_PAIR_K = (8192, 16384)
+"""one_row_pair_fits: the M and K ranges where the paired swap-AB arrangement was measured faster."""
+
+
+def one_row_pair_fits(m: int, n: int, k: int, batches: int, sm_count: int, *, in_kind: int,
+                      a_kmajor: bool) -> bool:
+    """Where one row of 128x64 tiles fits (:func:`one_row_narrow_fits`),
+    16-bit inputs with A K-major (TN, TT), one batch, ONE_ROW_PAIR_MIN_M <= M
+    <= 128 and 8192 <= K <= 16384: run cuBLAS's arrangement instead, swap-AB
+    (the kernel's M is N, in 128-row tiles; its N is M, two 64-wide tile
+    columns) with 1x2 clusters, so the two CTAs of a pair share and multicast
+    the streamed operand (B^T, 128 rows per k-block, each CTA loading 64) and
+    each loads only its own 64 rows of the small A.  Un-swapped, every CTA
+    asks L2 for A's 128 rows plus its 64 of B per k-block (192 lines); paired,
+    for 64 + 64, as cuBLAS's nvjet_sm90_tst_128x64_64x8_1x2 does (ncu: its
+    L2 requests and sectors match ours within 7%).
+
+    H200, stop 19 (bench/NOTES.md), 5 alternating rounds, batch timing,
+    TFLOP/s paired / one row, bf16 (fp16): fitted on 128x8192x8192 TN 427 /
+    399 (423 / 400), TT 450 / 425 (443 / 424), 128x8192x16384 TN 464 / 428
+    (456 / 412), TT 492 / 463 (444 / 457), 128x7680x8192 TN 405 / 380 (396 /
+    390), TT 436 / 402 (431 / 393), 128x8448x8192 TN 434 / 406 (433 / 408),
+    TT 454 / 433 (450 / 431); out of sample (call 9) 120x8000x10000 TN 363 /
+    321 (363 / 323), TT 394 / 341 (395 / 344), 128x7808x12288 TN 425 / 422
+    (425 / 431), TT 446 / 437 (439 / 438), 128x8192x8192 again +3% to +5%.
+    Outside the rule: M = 116 (116x8192x9216) -7% / -3% TN, +0% / -5% TT
+    and M = 96 -7% (TN), though 112x8192x8192 gained 3-4%: M >= 120 is
+    what held; K = 4096 -2.5% (both layouts, both types); K = 28672 -2% to
+    -7% for fp16; per-tensor fp8 -8% (ncu, 128x8192x8192); M-major A (NN)
+    +-2%: the un-swapped kernel's A box is then one contiguous 16 KB block
+    per k-block.  The pairs need more loads in flight than one CTA (8
+    stages: 431 TFLOP/s, 6: 387; un-swapped 6 and 8 are equal)."""
+    return (in_kind in (FP16, BF16) and a_kmajor and batches == 1 and ONE_ROW_PAIR_MIN_M <= m <= BLOCK_M
+            and ONE_ROW_PAIR_K[0] <= k <= ONE_ROW_PAIR_K[1] and one_row_narrow_fits(m, n, batches, sm_count))
 
 
 def swap_buildable(*, out_fp32: bool, block: bool) -> bool:
@@ -642,7 +682,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                 streamk=None) -> GemmConfig:
     """The kernel configuration for a validated problem (the user's M x N x K,
     ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
-    rules choose), in this order: swap-AB (:func:`choose_swap`), tile width
+    rules choose), in this order: with nothing forced, the paired one-row
+    arrangement where it fits (:func:`one_row_pair_fits`: swap-AB, 128x64
+    tiles, 1x2 clusters); swap-AB (:func:`choose_swap`), tile width
     (:func:`choose_block_n`, at most 128 block-scaled), cluster (:func:`choose_cluster`), stream-K
     (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`).  Raises
     ValueError for forced options that no kernel combines.  One function for
@@ -654,6 +696,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
                          "runs un-swapped")
     out_fp32 = out_name == "float32"
+    if (all(x is None for x in (swap, block_n, cluster, splits, pingpong, streamk))
+            and swap_buildable(out_fp32=out_fp32, block=block) and kinds[0] == kinds[1]
+            and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0])):
+        swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
     km, kn = (n, m) if swap else (m, n)
     kind_a, kind_b = (kinds[1], kinds[0]) if swap else kinds

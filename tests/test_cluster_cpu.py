@@ -393,7 +393,7 @@ def test_auto_cluster_for_long_k_one_round_split_k(shape):
     ((768, 768, 32768), "3 splits"), ((384, 384, 65536), "3 tile rows and columns (a half-idle pair)"),
     ((640, 640, 65536), "5 tile rows and columns"), ((1024, 1024, 65536), "128x256 tiles"),
     ((2048, 2048, 8192), "a full wave"), ((4096, 4096, 4096), "full waves"), ((32, 4096, 65536), "swap-AB"),
-    ((128, 8192, 8192), "one tile row of 128x64 tiles, no split"), ((1536, 1024, 65536), "data-parallel"),
+    ((128, 8192, 4096), "one tile row of 128x64 tiles, no split"), ((1536, 1024, 65536), "data-parallel"),
 ])
 def test_no_auto_cluster_outside_the_rule(shape, why):
     assert _auto_cluster(*shape).cluster == (1, 1), why
@@ -460,3 +460,59 @@ def test_plan_auto_cluster_launch(planning):
     dec = plan.decomposition
     assert dec.splits == 8 and dec.tiles_dp == 0 and dec.spread(_sched_grid(plan))
     assert plan.grid == (2 * dec.units, 1, 1)
+
+
+# ---------------------------------------------------------------- the paired one-row arrangement
+@pytest.mark.parametrize("shape", [(128, 8192, 8192), (128, 8192, 16384), (128, 7680, 8192), (128, 8448, 8192),
+                                   (120, 8000, 10000), (125, 7700, 9000)])
+def test_one_row_pair(shape):
+    """One row of 128x64 tiles, 16-bit, A K-major, 120 <= M <= 128, 8192 <=
+    K <= 16384 (gemm_configs.one_row_pair_fits): swap-AB with 128x64 tiles
+    and 1x2 clusters, so the pair multicasts the user's b (the kernel's A) -
+    TN and TT, both 16-bit types, with an epilogue too; the warm-up set has
+    the kernels."""
+    m, n, k = shape
+    assert gc.one_row_narrow_fits(m, n, 1, 132)
+    warm = {c.spec for c in gc.all_configs()}
+    for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
+        for kmajor in ((True, True), (True, False)):
+            cfg = _auto_cluster(m, n, k, kinds=kinds, kmajor=kmajor, out_name=out_name)
+            assert cfg.d_colmajor and cfg.block_n == 64 and cfg.cluster == (1, 2), (shape, kmajor)
+            assert not cfg.pingpong and not cfg.stream_k
+            assert cfg.a_kmajor == kmajor[1] and cfg.b_kmajor           # the kernel's A is b, its B is a
+            assert cfg.spec in warm
+    cfg = _auto_cluster(m, n, k, use_c=True, bias_kind=1, activation="gelu")
+    assert cfg.d_colmajor and cfg.cluster == (1, 2) and cfg.c_colmajor and cfg.bias_on_rows
+
+
+@pytest.mark.parametrize("shape, kw, why", [
+    ((96, 8192, 8192), {}, "M under 120"), ((116, 8192, 9216), {}, "M under 120 (measured -3% to -7%)"),
+    ((128, 8192, 4096), {}, "K under 8192"), ((128, 8192, 28672), {}, "K over 16384"),
+    ((128, 16384, 8192), {}, "128x128 tiles: no one-row rule"), ((128, 4096, 8192), {}, "128x64 tiles fill < 90%"),
+    ((128, 8192, 8192), dict(kmajor=(False, True)), "M-major A (NN)"),
+    ((128, 8192, 8192), dict(kmajor=(False, False)), "M-major A (NT)"),
+    ((128, 8192, 8192), dict(kinds=(gc.E4M3, gc.E4M3)), "per-tensor fp8"),
+    ((128, 8192, 8192), dict(out_name="float32"), "fp32 output (no column-major fp32 epilogue)"),
+    ((128, 8192, 8192), dict(batch=2), "batched"),
+    ((128, 8192, 8192), dict(block_n=64), "forced tile"), ((128, 8192, 8192), dict(swap=False), "forced no swap"),
+    ((128, 8192, 8192), dict(cluster=1), "forced no cluster"), ((128, 8192, 8192), dict(splits=1), "forced splits"),
+    ((128, 8192, 8192), dict(pingpong=False), "forced cooperative"),
+    ((128, 8192, 8192), dict(streamk=False), "forced no stream-K"),
+])
+def test_no_one_row_pair_outside_the_rule(shape, kw, why):
+    cfg = _auto_cluster(*shape, **kw)
+    assert not (cfg.d_colmajor and cfg.cluster == (1, 2)), why
+
+
+def test_plan_one_row_pair_launch(planning):
+    """rawcoop.gemm's plan for 128x8192x8192 TN: swap-AB (column-major D),
+    the kernel's A = b^T in 64-row halves (each CTA of a pair loads one and
+    multicasts it), its B = a^T in 64-row boxes, 64 pairs of CTAs launched
+    as clusters of (2, 1, 1), no split."""
+    a, b = tn(128, 8192, 8192, BF16)
+    plan = build(a, b)
+    assert plan.colmajor_d and plan.cfg.cluster == (1, 2) and plan.cluster == (2, 1, 1)
+    assert (plan.km, plan.kn) == (8192, 128)
+    assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 64, 1)
+    assert _sched_of(plan)[:2] == (64, 1)
+    assert plan.decomposition.splits == 1 and plan.grid == (128, 1, 1)

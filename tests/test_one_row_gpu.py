@@ -1,7 +1,8 @@
 """GPU: the one-tile-row rule (gemm_configs.choose_block_n/choose_swap): M
 <= 128 and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the
 whole K (no split-K, no swap-AB for M <= 64), with A's TMA box trimmed to
-round8(M) lines when A is K-major.
+round8(M) lines when A is K-major; for 120 <= M <= 128, A K-major and
+8192 <= K <= 16384, the paired arrangement instead (swap-AB, 1x2 clusters).
 Checks that the heuristic picks that configuration here and that it is
 correct against float64 for every 16-bit layout, ragged M/N/K, an epilogue
 with C, and fp8 e4m3; outputs are poisoned first."""
@@ -50,6 +51,45 @@ def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
     rawcoop.gemm(a, b, out=d)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("m,n,k,layout,epilogue", [
+    (128, 8192, 8192, "TN", False), (120, 7680, 8200, "TT", True), (120, 8000, 10000, "TN", True),
+    (128, 8448, 16384, "TT", False),
+])
+def test_one_row_pair(m, n, k, layout, epilogue, dt_name):
+    """The paired one-row arrangement (gemm_configs.one_row_pair_fits): the
+    plan picks swap-AB with 128x64 tiles and 1x2 clusters; the NaN-poisoned
+    output matches float64 (with C, a bias along N and gelu too), reruns are
+    bit-identical, and so is the same swapped kernel without the cluster (the
+    same tiles and K order: only which CTA loads each half of b changes)."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device, gemm_configs
+    from rawcoop._reference import activation as activation64
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, layout, 41)
+    kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
+    if epilogue:
+        c, bias = gpu_helpers.rand(cp, (m, n), dt, 43), gpu_helpers.rand(cp, (n,), cp.float32, 44)
+        kw = dict(c=c, alpha=0.5, beta=-1.0, bias=bias, activation="gelu")
+        ref = activation64(cp, 0.5 * ref - c.astype(cp.float64) + bias.astype(cp.float64), "gelu")
+    plan = _plan_for(a, b, **kw)
+    if gemm_configs.one_row_narrow_fits(m, n, 1, device.info(0).sm_count):     # (depends on the SM count)
+        assert plan.colmajor_d and plan.cfg.block_n == 64 and plan.cfg.cluster == (1, 2), plan.cfg.spec.label
+        assert plan.decomposition.splits == 1
+
+    def run(**extra):
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
+        rawcoop.gemm(a, b, out=d, **kw, **extra)
+        return d
+    d, again = run(), run()
+    gpu_helpers.assert_rel_err(cp, d, ref, TOL[dt_name] * (2 if epilogue else 1))
+    assert cp.array_equal(d.view(cp.uint16), again.view(cp.uint16)), "not deterministic"
+    plain = run(_swap=True, _block_n=64, _cluster=1)
+    assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"
 
 
 def test_one_row_narrow_tiles_with_c_fp32_out():
