@@ -31,6 +31,7 @@ output; swap-AB (M <= 64) and small M without it; split-K (``_splits``); CTA
 pairs (``_cluster=2``); batched, 2-D-broadcast and stride-0-broadcast batches;
 ragged M, N, K; a returned result whose rows need padding; an ``out`` that is
 stored through a temporary; ping-pong consumers when this rawcoop has them;
+192-row tiles (``_block_m=192``, with C, and split-K);
 and the TMA multicast kernel (``rawcoop.replicate``) for 1, 2, 4 copies.
 Sizes stay <= 512 (K up to 1024 for split-K): the sanitizer slows kernels
 10-100x.
@@ -269,6 +270,11 @@ def problems(have_pingpong: bool = True) -> list:
                   kw={"_cluster": (1, 2), "_block_n": 128}, quick=True))
     P.append(Gemm("fp16 cluster 1x2 ping-pong + C", "float16", "TN", m=512, n=384, k=256, c="row",
                   kw={"_cluster": (1, 2), "_block_n": 128, "_pingpong": True}))
+    # 192-row tiles (three consumer warpgroups; the third C loader; three split-K slots per tile)
+    P.append(Gemm("bf16 tall 192x192 + C + bias + gelu", "bfloat16", "TN", m=400, n=304, k=256, c="row",
+                  bias="float32", act="gelu", kw={"_block_m": 192}, quick=True))
+    P.append(Gemm("fp16 tall 192x128 split-K 3 NN", "float16", "NN", m=400, n=300, k=1024,
+                  kw={"_block_m": 192, "_block_n": 128, "_splits": 3}, quick=True))
     # TF32 (float32 inputs, K-major A and B) and FP8 (K-major), per-tensor and block-scaled
     P.append(Gemm("tf32 TN -> fp32", "float32", "TN", kw={"precision": "tf32"}, tol=5e-3, quick=True))
     P.append(Gemm("tf32 TN -> bf16 + C + bias + gelu", "float32", "TN", out_dtype="bfloat16", c="row",

@@ -23,7 +23,8 @@
 //   (swap-AB for small M), then D and C are column-major in the kernel's view
 //   (D_COLMAJOR, C_COLMAJOR) and the bias runs along rows (BIAS_ON_ROWS).
 //
-// Threads: 384 = 3 warpgroups, __launch_bounds__(384, 1).
+// Threads: 384 = 3 warpgroups, __launch_bounds__(384, 1) (BLOCK_M 192: 512 = 4
+// warpgroups, a third consumer; see "Tall tiles" below).
 //   WG0  producer, setmaxnreg 40
 //        warp 0, lane 0 (mainloop load): for every k-block of every tile of
 //                  this CTA's sequence: wait empty[s], arrive.expect_tx on
@@ -33,13 +34,13 @@
 //                  (in a cluster: half of the shared operand, multicast; see
 //                  Clusters below).  The stage's bytes are the same either
 //                  way: the peer's multicast half lands on our full[s] too.
-//        warps 1, 2, lane 0 (epilogue loads, only when HAS_C): after the
+//        warps 1, 2 (3 too for BLOCK_M 192), lane 0 (epilogue loads, only when HAS_C): after the
 //                  first mainloop load was issued (mbarrier first_load), warp
 //                  1 + c walks consumer c's units and TMA-loads each 64-row
 //                  epilogue chunk of C into consumer c's double buffer
 //                  (c_full/c_empty), in the order c's epilogue reads them.
 //        warp 3: idle.
-//   WG1, WG2  consumers, setmaxnreg 232.
+//   WG1, WG2  consumers, setmaxnreg 232 (BLOCK_M 192: WG1-WG3, setmaxnreg 152).
 //        Cooperative (PINGPONG 0): both consumers work on every unit; consumer
 //        c owns rows [64c, 64c+64) of the shared 128×BLOCK_N tile.
 //        Ping-pong (PINGPONG 1, BLOCK_N <= 128): consumer c takes every other
@@ -146,6 +147,16 @@
 // rank, consumer).  cluster_sync after barrier init (peers arrive on and
 // multicast into our barriers) and before exit (no CTA leaves while its peer
 // can still arrive on it).
+//
+// Tall tiles (BLOCK_M 192, cooperative, BLOCK_N 128 or 192): three consumer
+// warpgroups own the 64-row thirds of a 192-row tile; 512 threads, the
+// consumers at setmaxnreg 152 (40·128 + 152·384 <= 64K registers; a 192-wide
+// tile's accumulators are 96 per thread).  One staging (and C) buffer per
+// consumer instead of two, so that four 48 KB stages of 192x192 fit.  Split-K
+// slots and flags are per (tile, consumer), three per tile.  No clusters,
+// ping-pong, stream-K or block scales (static_assert).  The point: tile
+// counts that 128-row tiles quantise badly (1536 = 8·192 rows; cuBLAS runs
+// 192x192 tiles on such shapes).
 #include "ptx.cuh"
 #include "wgmma.cuh"
 #include "scheduler.cuh"
@@ -230,7 +241,9 @@
 #endif
 #define RC_FP8 (IN_KIND >= 3)
 
+#ifndef BLOCK_M             // 128, or 192: three consumer warpgroups of 64 rows each (see "Tall tiles")
 #define BLOCK_M 128
+#endif
 #define BLOCK_K (128 / RC_IN_BYTES)     // one 128-byte swizzle row of K per k-block: 64 / 32 / 128 elements
 #define RC_KSTEPS (BLOCK_K * RC_IN_BYTES / 32)   // wgmma k-steps of 32 bytes per k-block: always 4
 
@@ -272,8 +285,10 @@ constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-m
 //   column-major: a line is a column of 64 16-bit elements
 constexpr u32 kEpiCols = 128 / kOutBytes;
 constexpr u32 kEpiBytes = 64 * 128;
-constexpr u32 kEpiBuffers = 2;                               // per consumer
-constexpr u32 kConsumers = 2;
+constexpr u32 kConsumers = BLOCK_M / 64;                     // cooperative: one 64-row half (third) each
+// Staging (and C) buffers per consumer: two alternate; a tall tile keeps one, so
+// that four stages of its 48 KB (192x192) fit beside three consumers' buffers.
+constexpr u32 kEpiBuffers = BLOCK_M == 128 ? 2 : 1;
 // Cooperative: consumer c owns the 64-row half c of every tile.  Ping-pong:
 // consumer c owns every other unit of the CTA's sequence, both halves of it.
 constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves per consumer and unit
@@ -321,6 +336,9 @@ static_assert(!RC_BLOCK_SCALED || kHalves * kAccRegs <= 64,
               "block-scaled: accumulators + promotion temporaries must fit in 128 registers per thread "
               "(128x128 cooperative or 128x64; not 128x256, not 128x128 ping-pong)");
 static_assert(BS_SB_AHEAD >= 0 && BS_SB_AHEAD <= 4, "BS_SB_AHEAD: 0..4 k-blocks");
+static_assert(BLOCK_M == 128 || (BLOCK_M == 192 && !PINGPONG && !RC_BLOCK_SCALED && RC_CLUSTER == 1 && !STREAM_K
+                                  && BLOCK_N <= 192),
+              "tall tiles (BLOCK_M 192): cooperative, 128 or 192 columns, no clusters, stream-K or block scales");
 static_assert(!STREAM_K || (RC_CLUSTER == 1 && !PINGPONG),
               "stream-K kernels are cooperative and without clusters (gridDim.x CTAs share the ranges)");
 
@@ -486,7 +504,9 @@ RC_DEVICE u32 trimmed_lines(int rows, int tile) {
 }
 
 // ------------------------------------------------------------------ kernel
-extern "C" __global__ void __launch_bounds__(384, 1)
+#define RC_THREADS (128 * (1 + BLOCK_M / 64))      // a producer warpgroup and the consumers
+#define RC_CONSUMER_REGS (BLOCK_M == 128 ? 232 : 152)   // 40 * 128 + 152 * 384 <= 65536
+extern "C" __global__ void __launch_bounds__(RC_THREADS, 1)
 gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
             const __grid_constant__ TmaMap map_c, const __grid_constant__ TmaMap map_d,
             int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
@@ -611,7 +631,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 }
             }
             griddep_launch_dependents();             // all our loads are issued
-        } else if (HAS_C && (warp == 1 || warp == 2) && lane == 0) {
+        } else if (HAS_C && (warp == 1 || warp == 2 || (kConsumers > 2 && warp == 3)) && lane == 0) {
             // ---------------------------------------------- epilogue C loads
             // Warp 1 + c loads consumer c's chunks of C into its double buffer,
             // in exactly the order consumer c's epilogue reads them; it starts
@@ -652,7 +672,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         }
     } else {
         // ============================================================ consumers
-        setmaxnreg_inc<232>();
+        setmaxnreg_inc<RC_CONSUMER_REGS>();
 #if UNIFORM_CONSUMER
         const u32 c = warp_uniform(wg - 1);
 #else
@@ -905,7 +925,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             if (w.splits > 1) {
                 // This consumer's slot: its half (cooperative), or the tile's
                 // first half (ping-pong: slots slot and slot + 1, one flag).
-                const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * 2 + int(PINGPONG ? 0u : c);
+                const int slot = ((w.tile - tiles_dp) * RC_CLUSTER + int(rank)) * int(kConsumers) +
+                                 int(PINGPONG ? 0u : c);
                 int* flag = flags + slot;
 #if RC_SPREAD
                 if (chunks.spread) {

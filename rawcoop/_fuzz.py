@@ -178,6 +178,8 @@ _HUGE_K = (65536, 65537, 65599, 70000, 81920, 98305)
 
 STREAMK_SHARE = 0.12
 """Share of cases that force stream-K (``_streamk=True``) where it is allowed."""
+TALL_SHARE = 0.12
+"""Share of cases that force 192-row tiles (``_block_m=192``) where they are allowed."""
 
 
 @dataclass(frozen=True)
@@ -225,6 +227,7 @@ class Problem:
     b_exp: int = 0
     sb_colmajor: bool = False   # block-scaled: scale_b stored column-major
     streamk: bool = False       # forced _streamk (stream-K; only without forced splits/clusters/ping-pong)
+    block_m: int | None = None  # forced _block_m (192: 16-bit, cooperative, 128- or default-wide, no cluster/stream-K)
 
     @property
     def batched(self) -> bool:
@@ -266,7 +269,8 @@ class Problem:
     def gemm_kwargs(self) -> dict:
         """The forced private options exactly as passed to ``rawcoop.gemm``."""
         return dict(_splits=self.splits, _block_n=self.block_n, _swap=self.swap, _cluster=self.cluster,
-                    _group=self.group, _pingpong=self.pingpong, _streamk=True if self.streamk else None)
+                    _group=self.group, _pingpong=self.pingpong, _streamk=True if self.streamk else None,
+                    _block_m=self.block_m)
 
 
 @dataclass(frozen=True)
@@ -514,13 +518,16 @@ def draw(seed: int, index: int) -> Problem:
     # drawn before stream-K existed (reproducers in notes keep working); only where it is allowed.
     streamk = (random.Random(f"rawcoop-fuzz-streamk:{seed}:{index}").random() < STREAMK_SHARE
                and splits is None and rec.cluster is None and not rec.pingpong)
+    # 192-row tiles likewise from a generator of their own, where a tall kernel exists.
+    tall = (random.Random(f"rawcoop-fuzz-tall:{seed}:{index}").random() < TALL_SHARE and not lowp
+            and not streamk and rec.cluster is None and not rec.pingpong and rec.block_n in (None, 128))
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
                    splits=splits, block_n=rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
                    pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, streamk=streamk,
-                   **extra)
+                   block_m=192 if tall else None, **extra)
 
 
 def _lowp_draw(r: _Rng, rec: _Recipe, k: int) -> tuple[int, dict]:
@@ -591,6 +598,8 @@ def describe(p: Problem) -> str:
             s += f" {name}={v}"
     if p.streamk:
         s += " streamk"
+    if p.block_m is not None:
+        s += f" block_m={p.block_m}"
     if p.pdl:
         s += " pdl"
     return s + f" [{p.shape_class}, recipe {p.recipe}]"
@@ -808,7 +817,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
                           out_name=p.out_dtype, use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind,
                           activation=p.activation, block=block, block_n=p.block_n, swap=p.swap,
                           cluster=p.cluster, splits=p.splits, pingpong=p.pingpong,
-                          streamk=True if p.streamk else None)
+                          streamk=True if p.streamk else None, block_m=p.block_m)
 
 
 # ---------------------------------------------------------------- GPU side

@@ -69,7 +69,7 @@ from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check
 
 
 # The keyword options _build_plan takes as two tuples, in this order.
-FORCED_OPTIONS = ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong", "_streamk")
+FORCED_OPTIONS = ("_block_n", "_group", "_swap", "_splits", "_cluster", "_pingpong", "_streamk", "_block_m")
 LOWP_OPTIONS = ("scale_a", "scale_b", "a_format", "b_format", "precision", "scale_mode")
 
 _TYPES = (TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, TENSOR_MAP, I32, I32, I32, I32, I32, I32, I32, I32, F32, F32, PTR,
@@ -88,7 +88,8 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
          b_format: str | None = None, precision: str | None = None, scale_mode: str | None = None,
          _block_n: int | None = None,
          _group: int | None = None, _swap: bool | None = None, _splits: int | None = None,
-         _cluster: int | None = None, _pingpong: bool | None = None, _streamk: bool | None = None):
+         _cluster: int | None = None, _pingpong: bool | None = None, _streamk: bool | None = None,
+         _block_m: int | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
@@ -145,7 +146,9 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     wave equally among all CTAs instead of splitting its tiles evenly
     (stream-K; cooperative, no clusters, no ``_splits``), ``_streamk=False``
     never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
-    use it, see gemm_configs.choose_stream_k).  Results are deterministic:
+    use it, see gemm_configs.choose_stream_k); ``_block_m=192``: 192-row
+    tiles (three consumer warpgroups; fp16/bf16, 192 or 128 wide,
+    cooperative, data-parallel or split-K, no clusters).  Results are deterministic:
     split-K and stream-K reduce partials in a fixed order.
     """
     import cupy as cp
@@ -166,10 +169,10 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
                    out_dtype=out_dtype, pdl=pdl, scale_a=scale_a, scale_b=scale_b, a_format=a_format,
                    b_format=b_format, precision=precision, scale_mode=scale_mode, _block_n=_block_n,
                    _group=_group, _swap=_swap,
-                   _splits=_splits, _cluster=_cluster, _pingpong=_pingpong, _streamk=_streamk)
+                   _splits=_splits, _cluster=_cluster, _pingpong=_pingpong, _streamk=_streamk, _block_m=_block_m)
         return user_out if user_out is not None else res
 
-    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk)
+    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk, _block_m)
     # tf32/fp8 options (None for 16-bit calls: nothing more to key or check on the repeated-call path)
     lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
             and precision is None and scale_mode is None
@@ -237,7 +240,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     compute the kernel configuration, schedule and tensor maps.  ``lowp``:
     (scale_a, scale_b, a_format, b_format, precision[, scale_mode]), or None
     for none."""
-    _block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk = forced
+    _block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk, _block_m = forced
     scale_a, scale_b, a_format, b_format, precision, scale_mode = (tuple(lowp or ()) + (None,) * 6)[:6]
     # ------------------------------------------------------------ validation
     check_array("a", a, cp, None)
@@ -362,7 +365,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
         use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
         block=block, block_n=_block_n, swap=_swap, cluster=_cluster, splits=_splits, pingpong=_pingpong,
-        streamk=_streamk)
+        streamk=_streamk, block_m=_block_m)
     swap, stream_k = cfg.d_colmajor, cfg.stream_k
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
@@ -381,8 +384,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     slots = info.sm_count
     if cluster > 1:
         kernel.function(dev)
-        slots = max(1, kernel.max_active_clusters(dev, gemm_configs.THREADS, cfg.smem_bytes, (cluster, 1, 1)))
-    sched = scheduler.schedule(km, kn, gemm_configs.BLOCK_M, cfg.block_n, slots, _group, batch,
+        slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cluster, 1, 1)))
+    sched = scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch,
                                k=k, block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster, stream_k=stream_k)
     dec = sched.decomposition
 
@@ -400,11 +403,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan = _Plan()
     plan.dev, plan.kernel, plan.pdl = dev, kernel, pdl
     plan.grid, plan.smem, plan.cluster = (sched.grid * cluster, 1, 1), cfg.smem_bytes, (cluster, 1, 1)
+    plan.threads = cfg.threads
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
     plan.out_dtype, plan.osz, plan.dt_out = np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
     # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
-    plan.map_a = operand_map(*A, km, gemm_configs.trimmed_lines(A[1], km, gemm_configs.BLOCK_M, cfg) // cluster_n)
+    plan.map_a = operand_map(*A, km, gemm_configs.trimmed_lines(A[1], km, cfg.block_m, cfg) // cluster_n)
     plan.map_b = operand_map(*B, kn, gemm_configs.trimmed_lines(B[1], kn, cfg.block_n, cfg) // cluster_m)
     plan.map_c = None
     if use_c:
@@ -429,8 +433,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     # The argument block, packed once; run() rewrites only C/D's maps and the workspace pointers.
     plan.params = KernelParams((plan.map_a, plan.map_b, plan.map_c or plan.map_a, plan.map_a) + plan.scalars +
                                (0, 0) + plan.extra, plan.types)
-    plan.ws_floats = dec.workspace_floats(cfg.block_n, spread) * cluster     # 0 without split tiles
-    plan.ws_flags = dec.flag_count() * cluster
+    plan.ws_floats = dec.workspace_floats(cfg.block_n, spread, cfg.consumers) * cluster   # 0 without split tiles
+    plan.ws_flags = dec.flag_count(cfg.consumers) * cluster
     plan.cfg = cfg
     plan.decomposition = dec
     plan.k, plan.signature, plan.swap_ok, plan.tuned = k, sig, swap_ok, tuned is not None
@@ -447,7 +451,7 @@ class _Plan:
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
                  "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
-                 "types", "params")
+                 "types", "params", "threads")
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
@@ -502,7 +506,7 @@ class _Plan:
                 params.set(_ARG_D, map_d)
                 params.set(_ARG_WS, ws_ptr)
                 params.set(_ARG_FLAGS, flags_ptr)
-                self.kernel.launch(dev, self.grid, gemm_configs.THREADS, self.smem, stream, params,
+                self.kernel.launch(dev, self.grid, self.threads, self.smem, stream, params,
                                    cluster=self.cluster, pdl=self.pdl)
             if out is None:
                 res = d if d.ndim == len(self.out_shape) else d[0]

@@ -24,13 +24,14 @@ from dataclasses import dataclass, replace
 
 from .compiler import KernelSpec
 
-BLOCK_M = 128
+BLOCK_M = 128                       # the default tile height; TALL_BLOCK_M with three consumer warpgroups
+TALL_BLOCK_M = 192
+TALL_BLOCK_NS = (128, 192)          # tall tiles: 96 accumulators per thread at most (setmaxnreg 152)
 BLOCK_K = 64                        # 16-bit inputs; in general GemmConfig.block_k = ROW_BYTES / element bytes
 ROW_BYTES = 128                     # a K-major shared-memory row: one 128B swizzle atom, for every kind
-THREADS = 384
+THREADS = 384                       # 128-row tiles; GemmConfig.threads in general
 SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
 EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
-EPI_BYTES = 2 * 2 * EPI_BUFFER      # 2 consumers x 2 staging buffers
 MAX_STAGES = 8
 SCALE_BLOCK = 128                   # block-scaled fp8: K (and B's N) extent of one scale; = the fp8 BLOCK_K
 SA_STAGE_BYTES = BLOCK_M * 4        # block-scaled fp8: the 128 fp32 A scales each stage carries
@@ -81,6 +82,7 @@ class GemmConfig:
     cluster_n: int = 1              # 2: CTA pairs on horizontally adjacent tiles multicast A (not with cluster_m=2)
     scale_mode: int = 0             # fp8: 0 per-tensor scales, 1 block-scaled (1x128 A, 128x128 B)
     stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; cooperative, no clusters)
+    block_m: int = BLOCK_M          # 128, or 192: three consumer warpgroups (kernels/gemm.cu "Tall tiles")
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -110,6 +112,12 @@ class GemmConfig:
                                  f"{' ping-pong' if self.pingpong else ''}")
         if self.stream_k and (self.pingpong or self.cluster_size > 1):
             raise ValueError("stream-K configurations (stream_k=True) are cooperative and without clusters")
+        if self.block_m not in (BLOCK_M, TALL_BLOCK_M):
+            raise ValueError(f"block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {self.block_m}")
+        if self.block_m == TALL_BLOCK_M and (self.block_n not in TALL_BLOCK_NS or self.pingpong or self.stream_k
+                                             or self.cluster_size > 1 or self.scale_mode or self.in_bytes != 2):
+            raise ValueError(f"192-row tiles are cooperative, {' or '.join(map(str, TALL_BLOCK_NS))} wide, "
+                             "16-bit, without clusters, stream-K or block scales")
         if self.bias == 0 and self.bias_on_rows:
             # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
             # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
@@ -118,7 +126,7 @@ class GemmConfig:
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
-            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c, self.scale_mode))
+            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c, self.scale_mode, self.block_m))
 
     @property
     def in_bf16(self) -> bool:
@@ -153,11 +161,22 @@ class GemmConfig:
         return 128 // self.out_bytes
 
     @property
+    def consumers(self) -> int:
+        """Consumer warpgroups (kConsumers): one per 64 rows; ping-pong's two alternate tiles."""
+        return self.block_m // 64
+
+    @property
+    def threads(self) -> int:
+        """Threads per CTA: the producer warpgroup and the consumers (384, or 512 for 192-row tiles)."""
+        return 128 * (1 + self.consumers)
+
+    @property
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu (the same for every input kind)."""
-        stage = (BLOCK_M + self.block_n) * ROW_BYTES + (SA_STAGE_BYTES if self.scale_mode == 1 else 0)
-        bars = 2 * self.stages + 2 * 2 * 2 + 1 + 2
-        return self.stages * stage + EPI_BYTES * (2 if self.has_c else 1) + bars * 8 + 1024
+        stage = (self.block_m + self.block_n) * ROW_BYTES + (SA_STAGE_BYTES if self.scale_mode == 1 else 0)
+        buffers = self.consumers * epi_buffers(self.block_m)
+        bars = 2 * self.stages + 2 * buffers + 1 + self.consumers
+        return self.stages * stage + buffers * EPI_BUFFER * (2 if self.has_c else 1) + bars * 8 + 1024
 
     @property
     def cluster(self) -> tuple[int, int]:
@@ -180,6 +199,8 @@ class GemmConfig:
             kinds["SCALE_MODE"] = self.scale_mode
         if self.stream_k:                   # likewise
             kinds["STREAM_K"] = 1
+        if self.block_m != BLOCK_M:         # likewise
+            kinds["BLOCK_M"] = self.block_m
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -194,9 +215,16 @@ def spec_kinds(spec: KernelSpec) -> tuple[int, int]:
     return d["IN_KIND"], d.get("IN_KIND_B", d["IN_KIND"])
 
 
-def max_stages(block_n: int, has_c: bool, scale_mode: int = 0) -> int:
-    stage = (BLOCK_M + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
-    fixed = EPI_BYTES * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 11)
+def epi_buffers(block_m: int) -> int:
+    """Staging (and C) buffers per consumer (kEpiBuffers): two alternate; 192-row tiles keep one."""
+    return 2 if block_m == BLOCK_M else 1
+
+
+def max_stages(block_n: int, has_c: bool, scale_mode: int = 0, block_m: int = BLOCK_M) -> int:
+    stage = (block_m + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
+    consumers = block_m // 64
+    buffers = consumers * epi_buffers(block_m)
+    fixed = buffers * EPI_BUFFER * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 2 * buffers + 1 + consumers)
     return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
 
 
@@ -206,7 +234,8 @@ def all_configs() -> list[GemmConfig]:
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
     too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
-    column-major), with 1x2 clusters too (one_row_pair_fits)."""
+    column-major), with 1x2 clusters too (one_row_pair_fits), and 192x192 /
+    192x128 tiles (choose_tall)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -223,6 +252,9 @@ def all_configs() -> list[GemmConfig]:
             # the paired one-row arrangement (one_row_pair_fits): swap-AB, so the kernel's A is the
             # user's b (either majorness) and its B the user's K-major a
             out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2))
+            for bk in (True, False):
+                for bn in TALL_BLOCK_NS:    # 192-row tiles (choose_tall)
+                    out.append(GemmConfig(bn, bf, ak, bk, block_m=TALL_BLOCK_M))
     return out
 
 
@@ -254,6 +286,10 @@ def epilogue_configs() -> list[GemmConfig]:
     out.append(GemmConfig(64, True, True, False, 1, True, True, True, 2, True, 1, pingpong=True))
     out.append(GemmConfig(128, True, True, False, cluster_m=2, pingpong=True))
     out += cluster_n_configs()
+    # 192-row tiles (three consumers, one staging and C buffer each): fp32 out with C, bias and gelu; the
+    # swap-AB epilogue (column-major C/D, bias on rows) with silu, 128 wide, M-major A
+    out.append(GemmConfig(192, True, True, False, 2, True, False, False, 1, False, 2, block_m=TALL_BLOCK_M))
+    out.append(GemmConfig(128, False, False, True, 0, True, True, True, 3, True, 3, block_m=TALL_BLOCK_M))
     return out
 
 
@@ -679,24 +715,34 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
-                streamk=None) -> GemmConfig:
+                streamk=None, block_m=None) -> GemmConfig:
     """The kernel configuration for a validated problem (the user's M x N x K,
     ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
     rules choose), in this order: with nothing forced, the paired one-row
     arrangement where it fits (:func:`one_row_pair_fits`: swap-AB, 128x64
     tiles, 1x2 clusters); swap-AB (:func:`choose_swap`), tile width
     (:func:`choose_block_n`, at most 128 block-scaled), cluster (:func:`choose_cluster`), stream-K
-    (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`).  Raises
+    (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`); then,
+    with nothing forced (``block_m`` included), 192-row tiles instead where
+    :func:`choose_tall` says so.  Raises
     ValueError for forced options that no kernel combines.  One function for
     rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
     ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
-    operands are the user's N, M, b, a)."""
+    operands are the user's N, M, b, a).  ``block_m=192`` (forced only):
+    192-row tiles, 192 wide unless ``block_n`` says 128, cooperative and
+    data-parallel or split-K (no cluster, stream-K or ping-pong)."""
+    if block_m is not None and block_m != BLOCK_M:
+        return _tall_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
+                            c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
+                            block_m=block_m, block_n=block_n, swap=swap, cluster=cluster, pingpong=pingpong,
+                            streamk=streamk)
     if block and swap:
         raise ValueError("_swap=True: block-scaled fp8 has no swap-AB kernel (a's per-row scales would become "
                          "per-column scales of the kernel's B, b's 128-row blocks per-row-block ones); small M "
                          "runs un-swapped")
     out_fp32 = out_name == "float32"
-    if (all(x is None for x in (swap, block_n, cluster, splits, pingpong, streamk))
+    nothing_forced = all(x is None for x in (swap, block_n, cluster, splits, pingpong, streamk))
+    if (nothing_forced
             and swap_buildable(out_fp32=out_fp32, block=block) and kinds[0] == kinds[1]
             and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0])):
         swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
@@ -737,10 +783,87 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if pingpong and block and block_n != 64:
         raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
                          f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
-    return GemmConfig(block_n, kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
+    cfg = GemmConfig(block_n, kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
+                     (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap, ACTIVATIONS[activation],
+                     cluster_m=cluster_m, pingpong=pingpong, b_kind=kind_b, cluster_n=cluster_n,
+                     scale_mode=int(block), stream_k=stream_k)
+    if block_m is None and nothing_forced:
+        tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
+        if tall_n is not None:
+            return replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
+                           stages=max_stages(tall_n, use_c, 0, TALL_BLOCK_M))
+    return cfg
+
+
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.92, (128, 64): 0.8, (192, 192): 0.89, (192, 128): 0.85}
+"""Work per unit time of a tile shape relative to 128x256 (choose_tall's model; H200 bf16, stop 19:
+4096^3 192x192 642 vs 128x256 718 TFLOP/s at about equal rounds; 128x128 ~8% more power per FLOP than
+128x256, stop 14)."""
+TALL_MIN_RATIO = 0.96
+"""choose_tall: tall tiles when the model's time of the heuristic's choice is at least this share of theirs."""
+TALL_MIN_M = 384
+
+
+def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,
+                  block_k: int = BLOCK_K) -> float:
+    """choose_tall's model of a schedule's length: rounds of whole-K tiles
+    (:meth:`scheduler.Decomposition.time_in_rounds`; stream-K's partial wave
+    as its share of the SMs) x tile area / TILE_EFFICIENCY.  Not a measurement."""
+    from . import scheduler
+    tiles, kb = tile_count(m, n, block_n, 1, block_m), scheduler.cdiv(k, block_k)
+    if stream_k:
+        full, tail = divmod(tiles, sm_count)
+        rounds = full + tail / sm_count
+    else:
+        rounds = scheduler.decompose(tiles, kb, sm_count, narrow=block_n < 128).time_in_rounds(sm_count)
+    return rounds * block_m * block_n / TILE_EFFICIENCY[(block_m, block_n)]
+
+
+def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
+    """The tall tile's width (192 or 128) to run instead of the heuristic's
+    128-row choice ``cfg`` (on the kernel's M x N), or None: for 16-bit
+    un-swapped cooperative-or-ping-pong problems of one batch with M >=
+    TALL_MIN_M, when :func:`schedule_cost` of the better tall tile is at most
+    1 / TALL_MIN_RATIO of the choice's.  192-row tiles quantise M = 1536,
+    3072, ... into whole rounds where 128-row ones leave a partial wave.
+
+    H200, stop 19, bf16, 5 alternating rounds, batch timing, TFLOP/s auto
+    (the 128-row choice) / 192x192 / 192x128 (cuBLAS) and the model's ratio
+    of the choice's cost to the better tall tile's: picked - 1536x768x65536
+    685 / 763 / 626 (772), 1.05; 1536x1024x65536 654 / 587 / 763 (768),
+    1.23; 1536x1536x16384 626 / 704 / 569 (751), 1.07; 3072x3072x4096 739 /
+    781 / 747 (795), 0.967; 3072x1536x16384 631 / 729 / 710 (729), 0.99;
+    kept - 2304^2x8192 719 / 637 / 635, 0.79; 4608^3 754 / 717 / 670, 0.88;
+    4096^3 718 / 642 / 683, 0.85; 6144^3 713 / 683 / 678, 0.94;
+    1536x4608x8192 747 / 716 / 707, 0.86."""
+    if (cfg.in_kind not in (FP16, BF16) or cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
+            or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
+        return None
+    ours = schedule_cost(m, n, k, sm_count, BLOCK_M, cfg.block_n, cfg.stream_k)
+    best = min(TALL_BLOCK_NS, key=lambda bn: schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn))
+    return best if ours >= TALL_MIN_RATIO * schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, best) else None
+
+
+def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
+                 block, block_m, block_n, swap, cluster, pingpong, streamk) -> GemmConfig:
+    """plan_config's forced ``block_m=192``: the checks, then the configuration."""
+    if block_m != TALL_BLOCK_M:
+        raise ValueError(f"_block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {block_m!r}")
+    if kinds[0] not in (FP16, BF16) or block:
+        raise ValueError(f"_block_m={TALL_BLOCK_M}: 192-row tiles are built for fp16/bf16 inputs only")
+    if block_n is not None and block_n not in TALL_BLOCK_NS:
+        raise ValueError(f"_block_m={TALL_BLOCK_M} needs _block_n in {TALL_BLOCK_NS} (96 accumulators per thread "
+                         f"at most), got {block_n}")
+    if pingpong or streamk or (cluster is not None and cluster_dims(cluster) != (1, 1)):
+        raise ValueError(f"_block_m={TALL_BLOCK_M}: 192-row tiles are cooperative, without clusters or stream-K "
+                         f"(got _pingpong={pingpong!r}, _streamk={streamk!r}, _cluster={cluster!r})")
+    out_fp32 = out_name == "float32"
+    swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=False)
+    kind_a, kind_b = (kinds[1], kinds[0]) if swap else kinds
+    a_kmajor, b_kmajor = (kmajor[1], kmajor[0]) if swap else kmajor
+    return GemmConfig(block_n or TALL_BLOCK_NS[-1], kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
                       (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap, ACTIVATIONS[activation],
-                      cluster_m=cluster_m, pingpong=pingpong, b_kind=kind_b, cluster_n=cluster_n,
-                      scale_mode=int(block), stream_k=stream_k)
+                      b_kind=kind_b, block_m=block_m)
 
 
 def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
@@ -756,7 +879,7 @@ def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
 
 
 def with_tile(cfg: GemmConfig, block_n: int) -> GemmConfig:
-    return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c, cfg.scale_mode))
+    return replace(cfg, block_n=block_n, stages=max_stages(block_n, cfg.has_c, cfg.scale_mode, cfg.block_m))
 
 
 def expected_instructions(spec: KernelSpec) -> list[str]:
@@ -765,7 +888,8 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
     want = [f"wgmma.mma_async.sync.aligned.m64n{d['BLOCK_N']}k{WGMMA_K[ka]}.f32.{PTX_TYPES[ka]}.{PTX_TYPES[kb]}",
             "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes",
             "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group",
-            "setmaxnreg.dec.sync.aligned.u32 40", "setmaxnreg.inc.sync.aligned.u32 232",
+            "setmaxnreg.dec.sync.aligned.u32 40",
+            f"setmaxnreg.inc.sync.aligned.u32 {232 if d.get('BLOCK_M', BLOCK_M) == BLOCK_M else 152}",
             "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
             "mbarrier.try_wait.parity", "mbarrier.arrive.expect_tx", "fence.proxy.async.shared::cta"]
     if d["OUT_TYPE"] != 2:
@@ -829,5 +953,5 @@ def config_for_problem(m: int, n: int, k: int, in_kind: int, a_kmajor: bool, b_k
                        out_name=out_name, use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
 
 
-def tile_count(m: int, n: int, block_n: int, batches: int = 1) -> int:
-    return batches * -(-m // BLOCK_M) * -(-n // block_n)
+def tile_count(m: int, n: int, block_n: int, batches: int = 1, block_m: int = BLOCK_M) -> int:
+    return batches * -(-m // block_m) * -(-n // block_n)

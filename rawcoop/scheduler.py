@@ -56,7 +56,7 @@ def cta_tile(tc: tuple[int, int, int], rank: int, cluster: tuple[int, int] = (1,
 
 MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
 MAX_SPLITS = 4                # measured up to 4 (the chain fix-up is serial in the split index; spread, stop 14)
-CONSUMERS = 2                 # workspace slots per split tile
+CONSUMERS = 2                 # workspace slots per split tile (consumer warpgroups; 3 for 192-row tiles)
 
 
 @dataclass(frozen=True)
@@ -163,13 +163,13 @@ class Decomposition:
             return False
         return self.units - self.tiles_dp <= grid or (self.tiles_dp % grid == 0 and grid % self.splits == 0)
 
-    def workspace_floats(self, block_n: int, spread: bool = False) -> int:
+    def workspace_floats(self, block_n: int, spread: bool = False, consumers: int = CONSUMERS) -> int:
         """fp32 workspace: a 64 x block_n slot per (split tile, consumer), one per
         split of it when the reduction is spread."""
-        return self.split_tiles * CONSUMERS * 64 * block_n * (self.splits if spread else 1)
+        return self.split_tiles * consumers * 64 * block_n * (self.splits if spread else 1)
 
-    def flag_count(self) -> int:
-        return self.split_tiles * CONSUMERS
+    def flag_count(self, consumers: int = CONSUMERS) -> int:
+        return self.split_tiles * consumers
 
 
 MIN_SK_KBLOCKS = 4            # stream-K: every CTA's range holds at least this many k-blocks
@@ -258,6 +258,7 @@ class Schedule:
     batches: int = 1
     decomposition: Decomposition | None = None
     cluster: tuple[int, int] = (1, 1)
+    consumers: int = CONSUMERS          # consumer warpgroups (block_m / 64): split-K slots per tile
 
     @property
     def tiles(self) -> int:
@@ -293,7 +294,7 @@ class Schedule:
     def workspace_slot(self, tile: int, rank: int, consumer: int) -> int:
         """Split-K workspace slot (and flag) of (schedule tile, rank, consumer
         warpgroup) as the kernel computes it; ``tile`` >= tiles_dp."""
-        return ((tile - self.decomposition.tiles_dp) * self.cluster_size + rank) * CONSUMERS + consumer
+        return ((tile - self.decomposition.tiles_dp) * self.cluster_size + rank) * self.consumers + consumer
 
     def tiles_of(self, cta: int) -> list[tuple[int, int, int]]:
         return [tile_coord(t, self.tiles_m, self.tiles_n, self.group)
@@ -322,7 +323,7 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
     else:
         dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, narrow=block_n < 128)
     units = dec.units if dec is not None else tiles
-    return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn))
+    return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn), block_m // 64)
 
 
 def default_group(tiles_m: int, tiles_n: int) -> int:

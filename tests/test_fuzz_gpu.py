@@ -97,14 +97,14 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     and the reproducer lines of the 554 16-bit problems among the default
     seed's first 1000 (sha256 of the lines as the fuzzer drew them before
     tf32/fp8 existed).  A deliberate change of the draw updates the digest.
-    Stream-K (stop 11) comes from a generator of its own: with it masked out
-    the lines are unchanged."""
+    Stream-K (stop 11) and 192-row tiles (stop 19) come from generators of
+    their own: with them masked out the lines are unchanged."""
     from dataclasses import replace
     from test_regressions_gpu import _case_831
     assert _fuzz.draw(7, 831) == _case_831()
     drawn = [p for p in _fuzz.problems(_fuzz.DEFAULT_SEED, 1000) if p.kind == "16bit"]
-    assert any(p.streamk for p in drawn)
-    lines = [_fuzz.reproducer(replace(p, streamk=False)) for p in drawn]
+    assert any(p.streamk for p in drawn) and any(p.block_m for p in drawn)
+    lines = [_fuzz.reproducer(replace(p, streamk=False, block_m=None)) for p in drawn]
     assert len(lines) == 554
     assert hashlib.sha256("\n".join(lines).encode()).hexdigest() == \
         "f7e5632952a5d52ec239012e0c33b9f7cca64280433008bef430e42f353f517b"
@@ -121,7 +121,8 @@ def test_draws_are_legal_for_gemm(draws):
     from rawcoop import gemm_configs
     for p in draws:
         cfg = _fuzz.predicted_config(p)            # raises ValueError like gemm's validation would
-        assert cfg.block_n in gemm_configs.BLOCK_NS
+        assert cfg.block_n in (gemm_configs.BLOCK_NS if cfg.block_m == gemm_configs.BLOCK_M
+                               else gemm_configs.TALL_BLOCK_NS)
         assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
         assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256))
         assert not (p.out_dtype == "float32" and p.c_kind == "col")
@@ -245,12 +246,14 @@ def test_draws_cover_every_input_kind(draws):
 def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     cfgs = Counter(_fuzz.predicted_config(p) for p in draws)
     # each costs one NVRTC compile on the GPU host (~0.1-0.5 s, in parallel by the pre-warm); tf32/fp8
-    # recipes re-interpret 16-bit ones (no new recipes), so the count stays about what it was (~100-115)
-    assert 60 <= len(cfgs) <= 150, len(cfgs)
+    # recipes re-interpret 16-bit ones (no new recipes), so the count stays about what it was (~100-115),
+    # plus the 192-row tiles' (stop 19: 162 in all)
+    assert 60 <= len(cfgs) <= 180, len(cfgs)
+    assert {c.block_n for c in cfgs if c.block_m == 192} == {128, 192}
     cover = {f: {getattr(c, f) for c in cfgs} for f in
              ("block_n", "in_bf16", "a_kmajor", "b_kmajor", "out_type", "has_c", "c_colmajor", "d_colmajor",
               "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong", "in_kind", "scale_mode")}
-    assert cover["block_n"] == {64, 128, 256}
+    assert cover["block_n"] == {64, 128, 192, 256}
     assert cover["out_type"] == {0, 1, 2}
     assert cover["bias"] == {0, 1, 2, 3}
     assert cover["act"] == {0, 1, 2, 3}

@@ -1,0 +1,148 @@
+"""CPU: 192-row ("tall") tiles - three consumer warpgroups of 64 rows each
+(kernels/gemm.cu "Tall tiles").  The configuration rules and their errors,
+shared memory and threads, the PTX (setmaxnreg 152, 512 threads, a third C
+loader and named barrier), the schedule's split-K slots (three per tile), the
+plan rawcoop.gemm builds, and the automatic choice (gemm_configs.choose_tall)
+on the shapes it was measured on."""
+import pytest
+from test_lowp_host import BF16, build, stub_planning, tn   # stub-CuPy planning
+
+from rawcoop import compiler, gemm_configs as gc, scheduler
+
+TALL = [c for c in gc.all_configs() + gc.epilogue_configs() if c.block_m == gc.TALL_BLOCK_M]
+
+
+@pytest.fixture
+def planning(monkeypatch):
+    return stub_planning(monkeypatch)
+
+
+def test_tall_configs_cover_layouts_widths_and_epilogues():
+    assert {(c.a_kmajor, c.b_kmajor) for c in TALL} == {(True, True), (True, False), (False, True), (False, False)}
+    assert {c.block_n for c in TALL} == set(gc.TALL_BLOCK_NS)
+    assert {c.in_kind for c in TALL} == {gc.FP16, gc.BF16}
+    assert any(c.has_c and c.bias and c.act and c.out_type == 2 for c in TALL)
+    assert any(c.d_colmajor and c.c_colmajor and c.bias_on_rows for c in TALL)
+
+
+def test_tall_config_shape_of_the_kernel():
+    c = gc.GemmConfig(192, True, block_m=192)
+    assert c.consumers == 3 and c.threads == 512 and c.stages == 4
+    assert c.smem_bytes == 4 * 384 * 128 + 3 * 8192 + (2 * 4 + 2 * 3 + 1 + 3) * 8 + 1024 <= gc.SMEM_LIMIT
+    assert gc.GemmConfig(128, True, block_m=192).stages == 5
+    assert gc.GemmConfig(192, True, has_c=True, block_m=192).stages == 3
+    assert dict(c.spec.defines)["BLOCK_M"] == 192
+    d = gc.GemmConfig(128, True)
+    assert d.consumers == 2 and d.threads == gc.THREADS == 384 and "BLOCK_M" not in dict(d.spec.defines)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(block_n=256), "128 or 192 wide"), (dict(block_n=64), "128 or 192 wide"),
+    (dict(pingpong=True, block_n=128), "cooperative"), (dict(stream_k=True), "stream-K"),
+    (dict(cluster_n=2), "without clusters"), (dict(cluster_m=2), "without clusters"),
+    (dict(in_kind=gc.TF32, out_type=2), "16-bit"), (dict(in_kind=gc.E4M3), "16-bit"),
+    (dict(block_m=256), "block_m must be"),
+])
+def test_tall_config_rejects(kw, message):
+    args = dict(block_n=192, in_kind=gc.BF16, block_m=192)
+    args.update(kw)
+    with pytest.raises(ValueError, match=message):
+        gc.GemmConfig(**args)
+
+
+@pytest.mark.parametrize("cfg", TALL, ids=lambda c: c.spec.label)
+def test_tall_kernels_compile(cfg):
+    """512 threads, consumers at setmaxnreg 152, no spills, no serialised wgmma."""
+    r = compiler.compile_spec(cfg.spec, want_ptx=True)
+    for instr in gc.expected_instructions(cfg.spec):
+        assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
+    assert "setmaxnreg.inc.sync.aligned.u32 152" in r.ptx and ".maxntid 512" in r.ptx
+    usage = compiler.resource_usage(r.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert cfg.smem_bytes <= gc.SMEM_LIMIT
+    assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
+
+
+def test_tall_schedule_slots_and_workspace():
+    sched = scheduler.schedule(1536, 768, 192, 192, 132, k=65536, block_k=64)
+    dec = sched.decomposition
+    assert (sched.tiles_m, sched.tiles_n, sched.consumers) == (8, 4, 3)
+    assert dec.tiles_dp == 0 and dec.splits == 4 and sched.grid == 128
+    slots = {sched.workspace_slot(t, 0, c) for t in range(dec.tiles) for c in range(3)}
+    assert slots == set(range(dec.flag_count(3))) and dec.flag_count(3) == 3 * 32
+    assert dec.workspace_floats(192, True, 3) == 32 * 3 * 64 * 192 * 4
+
+
+def _auto(m, n, k, **kw):
+    args = dict(kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16", use_c=False, c_rowmajor=True,
+                bias_kind=0, activation=None, block=False)
+    args.update(kw)
+    return gc.plan_config(m, n, k, 1, 132, **args)
+
+
+def test_forced_tall_plan_config():
+    cfg = _auto(1000, 1304, 520, block_m=192)
+    assert (cfg.block_m, cfg.block_n, cfg.pingpong, cfg.stream_k, cfg.cluster) == (192, 192, False, False, (1, 1))
+    assert _auto(1000, 1304, 520, block_m=192, block_n=128).block_n == 128
+    assert _auto(64, 1000, 2000, block_m=192).d_colmajor                  # swap-AB still applies to small M
+    assert _auto(1000, 1304, 520, block_m=128).block_m == 128             # 128 forced: the usual rules, no tall
+    for kw, message in ((dict(block_n=256), "_block_n in"), (dict(pingpong=True), "cooperative"),
+                        (dict(streamk=True), "stream-K"), (dict(cluster=(1, 2)), "clusters"),
+                        (dict(kinds=(gc.E4M3, gc.E4M3)), "fp16/bf16"), (dict(block_m=64), "_block_m must be")):
+        args = dict(block_m=192)
+        args.update(kw)
+        with pytest.raises(ValueError, match=message):
+            _auto(1000, 1304, 520, **args)
+
+
+@pytest.mark.parametrize("shape, block_n", [
+    ((1536, 768, 65536), 192), ((1536, 1024, 65536), 128), ((1536, 1536, 16384), 192), ((3072, 3072, 4096), 192),
+    ((3072, 1536, 16384), 192), ((3072, 3072, 3072), 192), ((1536, 1536, 4096), 192), ((960, 1152, 32768), 192),
+    ((1536, 3072, 8192), 192), ((768, 1536, 32768), 192)])
+def test_choose_tall_picks(shape, block_n):
+    """The shapes stop 19 measured faster with 192-row tiles (fitted and out
+    of sample), in every layout and both 16-bit types, with an epilogue too;
+    the warm-up set has the kernels."""
+    warm = {c.spec for c in gc.all_configs()}
+    for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
+        for kmajor in ((True, True), (False, True), (True, False), (False, False)):
+            cfg = _auto(*shape, kinds=kinds, kmajor=kmajor, out_name=out_name)
+            assert (cfg.block_m, cfg.block_n) == (192, block_n), (shape, kmajor)
+            assert not cfg.pingpong and not cfg.stream_k and cfg.cluster == (1, 1)
+            assert cfg.spec in warm
+    assert _auto(*shape, use_c=True, bias_kind=1, activation="relu").block_m == 192
+
+
+@pytest.mark.parametrize("shape, why", [
+    ((2304, 2304, 8192), "measured -11%"), ((4608, 4608, 4608), "measured -5%"), ((4096, 4096, 4096), "-11%"),
+    ((6144, 6144, 6144), "-4%"), ((1536, 4608, 8192), "-4%"), ((2048, 2048, 8192), "not better in the model"),
+    ((3456, 3456, 4096), "not better in the model"), ((8192, 8192, 8192), "bench shape"),
+    ((8192, 28672, 8192), "bench shape"), ((256, 16384, 4096), "M under 384"), ((1024, 1024, 65536), "bench shape"),
+    ((128, 8192, 8192), "one row"), ((32, 4096, 8192), "swap-AB"),
+])
+def test_choose_tall_keeps_the_usual_tiles(shape, why):
+    assert _auto(*shape).block_m == 128, why
+
+
+def test_no_tall_where_not_measured_or_forced():
+    shape = (1536, 768, 65536)
+    assert _auto(*shape, kinds=(gc.E4M3, gc.E4M3)).block_m == 128              # fp8: not built
+    assert _auto(*shape, kinds=(gc.TF32, gc.TF32), out_name="float32").block_m == 128
+    assert gc.plan_config(*shape, 2, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16",
+                          use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False).block_m == 128
+    for kw in (dict(block_n=256), dict(splits=4), dict(cluster=1), dict(pingpong=False), dict(streamk=False),
+               dict(swap=False)):
+        assert _auto(*shape, **kw).block_m == 128, kw
+
+
+def test_plan_tall_launch(planning):
+    """rawcoop.gemm's plan for 1536x768x65536 TN: 192x192 tiles, 512 threads,
+    A's box 192 rows, 4 splits in one round (spread), three workspace slots
+    per tile."""
+    a, b = tn(1536, 768, 65536, BF16)
+    plan = build(a, b)
+    assert plan.cfg.block_m == 192 and plan.threads == 512
+    assert planning.maps[0].box == (64, 192, 1) and planning.maps[1].box == (64, 192, 1)
+    dec = plan.decomposition
+    assert plan.scalars[4:6] == (8, 4) and dec.splits == 4 and plan.grid == (128, 1, 1)
+    assert plan.ws_flags == 3 * 32 and plan.ws_floats == 3 * 32 * 64 * 192 * 4
