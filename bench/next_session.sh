@@ -120,15 +120,15 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 19): two profiles (any A/B of a change: against the previous choice in the same
-# run, adopt or revert on >= 2 agreeing shapes, nothing below 0.99, --timing batch for short kernels):
-# (A) ncu of 1536x1024x65536 (96 data-parallel 128x128 tiles, 0.80-0.85 of cuBLAS): what cuBLAS runs
-#     there and what limits ours (SM throughput, L2);
-# (B) ncu of 128x8192x8192 ours vs cuBLAS with L2 request metrics again (0.90-0.92; stop 17: cuBLAS asks
-#     L2 for 26% fewer sectors; stop 18: at 512x512x65536 our 1x2 multicast does cut requests by a third).
-add experiment 200 "$PY bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas; \
-$PY bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas \
---metrics gpu__time_duration.sum,l1tex__m_xbar2l1tex_read_bytes.sum,lts__t_sectors_srcunit_tex_op_read.sum,lts__t_requests_srcunit_tex.sum"
+# Experiment (stop 20): stop 19's two rules on a third shape set (any A/B of a change: against the
+# previous choice in the same run, adopt or revert on >= 2 agreeing shapes, nothing below 0.99, --timing
+# batch for short kernels):
+# (A) 192-row tiles (choose_tall) vs block_m=128 on shapes neither call 10 nor call 11 used, NT and TT too;
+# (B) the paired one-row arrangement vs the one-row kernel (block_n=64:swap=0) at M = 120..128, K 8192-16384.
+add experiment 200 "$PY -m rawcoop bench --suite main --shapes 1728x768x8192,1920x1152x16384,3072x768x8192,1344x1152x8192 \
+--dtype bfloat16,float16 --layout NT,TT --variants auto,block_m=128 --timing batch --rounds 5 --iters 20 --json $Q_OUT/exp_tall.json; \
+$PY -m rawcoop bench --suite main --shapes 128x8000x12000,124x8192x8192,128x7700x16384 --dtype bfloat16,float16 \
+--layout TN,TT --variants auto,block_n=64:swap=0 --timing batch --rounds 5 --iters 30 --json $Q_OUT/exp_pair.json"
 fi
 
 N=${#NAMES[@]}

@@ -4,9 +4,10 @@
 
 Contract with the kernel (see the header comment of kernels/gemm.cu); every
 tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
-  * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, 128, 1);
-    M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64, 1)
-    loaded twice.
+  * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, BLOCK_M,
+    1); M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64,
+    1) loaded BLOCK_M / 64 times.  BLOCK_M is 128, or 192 for the tall tiles
+    (fp16/bf16; gemm_configs.choose_tall or ``_block_m=192``).
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
     (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
     box (64, 64, 1).
@@ -26,8 +27,11 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     otherwise the host hands the kernel the transposed problem Dᵀ = Bᵀ·Aᵀ
     ("swap-AB"), so N fills the 128-row tile; D and C then appear
     column-major to the kernel and the bias runs along its rows
-    (gemm_configs.choose_swap).
-  * grid = min(#SMs, #work units) persistent CTAs of 384 threads; the work
+    (gemm_configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
+    <= K <= 16384 (gemm_configs.one_row_pair_fits) runs swap-AB with 128x64
+    tiles and 1x2 clusters: the CTA pairs multicast the streamed b.
+  * grid = min(#SMs, #work units) persistent CTAs of 384 threads (512 with
+    192-row tiles: a third consumer warpgroup); the work
     decomposition (data-parallel, split-K or stream-K for the partial last
     wave: gemm_configs.choose_stream_k) and the workspace come from
     rawcoop/scheduler.py and rawcoop/workspace.py.

@@ -835,7 +835,14 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     781 / 747 (795), 0.967; 3072x1536x16384 631 / 729 / 710 (729), 0.99;
     kept - 2304^2x8192 719 / 637 / 635, 0.79; 4608^3 754 / 717 / 670, 0.88;
     4096^3 718 / 642 / 683, 0.85; 6144^3 713 / 683 / 678, 0.94;
-    1536x4608x8192 747 / 716 / 707, 0.86."""
+    1536x4608x8192 747 / 716 / 707, 0.86.  Out of sample (calls 11 and 15),
+    TFLOP/s auto / the 128-row choice: 1536x3072x8192 785 / 662 (bf16 TN;
+    +14% to +29% over both types and TN/NN), 960x1152x32768 +9% to +20%,
+    768x1536x32768 +8% to +18%, 3072^3 +5% to +8%, 1536x1536x4096 0 to +11%,
+    1920x2304x4096 663 / 558, 3456x1152x8192 (192x128) 692 / 572,
+    3840x1152x4096 700 / 579, 960x768x16384 550 / 502, 768^2x8192 288 / 282,
+    1152^2x4096 422 / 443 (its cuBLAS column moved 6% between the rows: ratio
+    0.868 vs 0.859)."""
     if (cfg.in_kind not in (FP16, BF16) or cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
