@@ -358,11 +358,12 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if forced == (None,) * len(forced):
         tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
         if tuned is not None and block and (tuned["block_n"] not in (None, *gemm_configs.BLOCK_SCALED_NS)
-                                            or tuned["swap"] or (tuned.get("pingpong") and tuned["block_n"] != 64)):
+                                            or tuned["swap"] or (tuned.get("pingpong") and tuned["block_n"] != 64)
+                                            or tuned.get("block_m") not in (None, gemm_configs.BLOCK_M)):
             tuned = None                    # (a hand-edited table) not a block-scaled configuration: ignored
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
-            _pingpong, _streamk = tuned.get("pingpong"), tuned.get("streamk")
+            _pingpong, _streamk, _block_m = tuned.get("pingpong"), tuned.get("streamk"), tuned.get("block_m")
     out_fp32 = out_name == "float32"
     swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_fp32, block=block)  # tune may swap
     cfg = gemm_configs.plan_config(

@@ -748,8 +748,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
     km, kn = (n, m) if swap else (m, n)
-    kind_a, kind_b = (kinds[1], kinds[0]) if swap else kinds
-    a_kmajor, b_kmajor = (kmajor[1], kmajor[0]) if swap else kmajor
+    kind_a = kinds[1] if swap else kinds[0]           # the kernel's A (see _kernel_config)
     if block and block_n is not None and block_n not in BLOCK_SCALED_NS:
         raise ValueError(f"_block_n must be one of {BLOCK_SCALED_NS} for block-scaled fp8 (a tile inside one "
                          f"128-column scale block; accumulators + promotion temporaries in 128 registers), "
@@ -783,10 +782,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if pingpong and block and block_n != 64:
         raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
                          f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
-    cfg = GemmConfig(block_n, kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
-                     (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap, ACTIVATIONS[activation],
-                     cluster_m=cluster_m, pingpong=pingpong, b_kind=kind_b, cluster_n=cluster_n,
-                     scale_mode=int(block), stream_k=stream_k)
+    cfg = _kernel_config(block_n, swap, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
+                         cluster_m=cluster_m, pingpong=pingpong, cluster_n=cluster_n, scale_mode=int(block),
+                         stream_k=stream_k)
     if block_m is None and nothing_forced:
         tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
@@ -795,7 +793,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     return cfg
 
 
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.92, (128, 64): 0.8, (192, 192): 0.89, (192, 128): 0.85}
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85}
 """Work per unit time of a tile shape relative to 128x256 (choose_tall's model; H200 bf16, stop 19:
 4096^3 192x192 642 vs 128x256 718 TFLOP/s at about equal rounds; 128x128 ~8% more power per FLOP than
 128x256, stop 14)."""
@@ -864,13 +862,21 @@ def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_
     if pingpong or streamk or (cluster is not None and cluster_dims(cluster) != (1, 1)):
         raise ValueError(f"_block_m={TALL_BLOCK_M}: 192-row tiles are cooperative, without clusters or stream-K "
                          f"(got _pingpong={pingpong!r}, _streamk={streamk!r}, _cluster={cluster!r})")
-    out_fp32 = out_name == "float32"
-    swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=False)
+    swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_name == "float32", block=False)
+    return _kernel_config(block_n or TALL_BLOCK_NS[-1], swap, kinds, kmajor, out_name, use_c, c_rowmajor,
+                          bias_kind, activation, block_m=block_m)
+
+
+def _kernel_config(block_n, swap, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
+                   **kw) -> GemmConfig:
+    """The GemmConfig of the user's problem in the kernel's view: with swap-AB
+    the kernel's A is b (its kind and majorness), its B is a, D is
+    column-major, a row-major C is column-major and the bias runs along rows."""
     kind_a, kind_b = (kinds[1], kinds[0]) if swap else kinds
     a_kmajor, b_kmajor = (kmajor[1], kmajor[0]) if swap else kmajor
-    return GemmConfig(block_n or TALL_BLOCK_NS[-1], kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
+    return GemmConfig(block_n, kind_a, a_kmajor, b_kmajor, OUT_TYPES[out_name], use_c,
                       (not c_rowmajor) != swap if use_c else False, swap, bias_kind, swap, ACTIVATIONS[activation],
-                      b_kind=kind_b, block_m=block_m)
+                      b_kind=kind_b, **kw)
 
 
 def trimmed_lines(kmajor: bool, rows: int, tile: int, cfg: GemmConfig) -> int:
@@ -916,13 +922,16 @@ def tuning_candidates(plan) -> list[dict]:
     """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
     None), then tile width (with ping-pong on and off for 128x128; 128x64 too
     when the kernel's M fits one tile row) x raster
-    group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N).
-    Block-scaled fp8: 128x128 cooperative and 128x64 cooperative/ping-pong
-    tiles, never swap-AB."""
+    group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N), and
+    for fp16/bf16 with M > 128 the 192x192 and 192x128 tiles (un-swapped,
+    cooperative) x group x split-K.  Block-scaled fp8: 128x128 cooperative
+    and 128x64 cooperative/ping-pong tiles, never swap-AB."""
     from .scheduler import cdiv
-    out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None)]
-    k_blocks = cdiv(plan.k, getattr(getattr(plan, "cfg", None), "block_k", BLOCK_K))
-    block_scaled = getattr(getattr(plan, "cfg", None), "block_scaled", False)
+    out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None, block_m=None)]
+    cfg = getattr(plan, "cfg", None)
+    k_blocks = cdiv(plan.k, getattr(cfg, "block_k", BLOCK_K))
+    block_scaled = getattr(cfg, "block_scaled", False)
+    sixteen_bit = getattr(cfg, "in_kind", BF16) in (FP16, BF16) and not block_scaled
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
@@ -935,9 +944,18 @@ def tuning_candidates(plan) -> list[dict]:
                 for splits in (None, 1, 2, 4):
                     if splits is not None and splits > k_blocks:
                         continue
-                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp, streamk=None))
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp, streamk=None,
+                                    block_m=None))
                 if not pp:                  # stream-K: cooperative tiles, no forced splits
-                    out.append(dict(block_n=bn, group=group, swap=swap, splits=None, pingpong=False, streamk=True))
+                    out.append(dict(block_n=bn, group=group, swap=swap, splits=None, pingpong=False, streamk=True,
+                                    block_m=None))
+    if sixteen_bit and plan.m > BLOCK_M:    # 192-row tiles (choose_tall), the user's M as the kernel's
+        for bn in TALL_BLOCK_NS:
+            for group in (4, 8, 16):
+                for splits in (None, 1, 2, 4):
+                    if splits is None or splits <= k_blocks:
+                        out.append(dict(block_n=bn, group=group, swap=False, splits=splits, pingpong=False,
+                                        streamk=None, block_m=TALL_BLOCK_M))
     return out
 
 

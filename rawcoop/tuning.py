@@ -18,10 +18,10 @@ import warnings
 from . import config
 
 _FILE = "tuned-v1.json"
-CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk")
+CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m")
 """A stored winner: rawcoop.gemm's forced options without the underscore
-(None: the heuristic's choice; entries written before stream-K have no
-"streamk" and read as None)."""
+(None: the heuristic's choice; entries written before stream-K or 192-row
+tiles have no "streamk" / "block_m" and read as None)."""
 _lock = threading.Lock()
 _table: dict | None = None
 
@@ -55,8 +55,11 @@ def _valid(choice) -> bool:
     user-writable data, never trusted blindly)."""
     if not isinstance(choice, dict):
         return False
-    bn, group, swap, splits, pp, sk = (choice.get(k) for k in CHOICE_KEYS)
-    return (bn in (None, 64, 128, 256) and (group is None or (type(group) is int and 1 <= group <= 64))
+    bn, group, swap, splits, pp, sk, bm = (choice.get(k) for k in CHOICE_KEYS)
+    tall = bm == 192
+    return (bm in (None, 128, 192) and bn in ((None, 128, 192) if tall else (None, 64, 128, 256))
+            and not (tall and (pp or sk))
+            and (group is None or (type(group) is int and 1 <= group <= 64))
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
             and pp in (None, True, False) and not (pp and bn == 256)
             and sk in (None, True, False) and not (sk and (pp or splits is not None)))

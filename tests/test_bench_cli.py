@@ -854,8 +854,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/ncu_compare.py --shape 1536x1024x65536 --variants auto --cublas",
-        "python bench/ncu_compare.py --shape 128x8192x8192 --variants auto,cluster=1x2 --cublas",
+        "python -m rawcoop bench --suite main --shapes 1728x768x8192,1920x1152x16384,3072x768x8192,1344x1152x8192 "
+        "--dtype bfloat16,float16 --layout NT,TT --variants auto,block_m=128",
+        "python -m rawcoop bench --suite main --shapes 128x8000x12000,124x8192x8192,128x7700x16384 "
+        "--dtype bfloat16,float16 --layout TN,TT --variants auto,block_n=64:swap=0",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text

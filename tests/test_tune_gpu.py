@@ -35,3 +35,35 @@ def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
     assert err < 5e-3
     tuning.reset()
     gemm_mod._PLANS.clear()
+
+
+def test_tune_times_tall_candidates_and_a_stored_tall_choice_is_used(tmp_path, monkeypatch):
+    """For 16-bit M > 128 tune also times 192-row tiles (each checked against
+    the default's output); a stored 192-row winner is what gemm then runs."""
+    import cupy as cp
+    import ml_dtypes
+    import rawcoop
+    import importlib
+    from rawcoop import tuning
+    gemm_mod = importlib.import_module("rawcoop.gemm")
+    monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
+    tuning.reset()
+    gemm_mod._PLANS.clear()
+    dt = np.dtype(ml_dtypes.bfloat16)
+    rs = cp.random.RandomState(1)
+    a = rs.standard_normal((400, 2048), dtype=cp.float32).astype(dt)
+    b = rs.standard_normal((2048, 520), dtype=cp.float32).astype(dt)
+    res = rawcoop.tune(a, b, iters=2, persist=False)
+    tall = [r for r in res["results"] if r.get("block_m") == 192]
+    assert len(tall) == 24 and all(r["us"] is not None for r in tall), tall
+    sig = gemm_mod._plan_for(a, b).signature
+    tuning._load()[sig] = dict(block_n=128, group=4, swap=False, splits=2, pingpong=False, streamk=None,
+                               block_m=192)
+    gemm_mod._PLANS.clear()
+    plan = gemm_mod._plan_for(a, b)
+    assert plan.tuned and plan.cfg.block_m == 192 and plan.cfg.block_n == 128 and plan.decomposition.splits == 2
+    d = rawcoop.gemm(a, b)
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    assert float(cp.linalg.norm(d.astype(cp.float64) - ref) / cp.linalg.norm(ref)) < 5e-3
+    tuning.reset()
+    gemm_mod._PLANS.clear()

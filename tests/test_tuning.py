@@ -66,7 +66,8 @@ def test_garbled_table_is_empty(table_dir):
 def test_candidates_cover_tiles_groups_splits_and_swap():
     plan = SimpleNamespace(m=16, n=8192, k=8192, swap_ok=True)
     cands = gemm_configs.tuning_candidates(plan)
-    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None)
+    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None,
+                            block_m=None)
     assert {c["pingpong"] for c in cands[1:] if c["block_n"] == 128} == {True, False}
     assert not any(c["pingpong"] for c in cands[1:] if c["block_n"] != 128)
     assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
@@ -80,4 +81,21 @@ def test_candidates_cover_tiles_groups_splits_and_swap():
     assert all(tuning._valid(c) for c in cands)
     few_k = gemm_configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=64, swap_ok=False))
     assert all(c["splits"] in (None, 1) for c in few_k) and all(c["swap"] in (None, False) for c in few_k)
-    assert {c["block_n"] for c in few_k[1:]} == {128, 256}                       # many tile rows: no 128x64
+    assert {c["block_n"] for c in few_k[1:] if c["block_m"] is None} == {128, 256}   # many tile rows: no 128x64
+    tall = [c for c in few_k if c["block_m"] == 192]        # 192-row tiles for 16-bit M > 128, un-swapped
+    assert {c["block_n"] for c in tall} == {128, 192} and {c["splits"] for c in tall} == {None, 1}
+    assert all(c["swap"] is False and c["pingpong"] is False and c["streamk"] is None for c in tall)
+    assert not any(c["block_m"] for c in cands)             # M = 16: none
+    assert all(tuning._valid(c) for c in few_k)
+
+
+def test_stored_tall_choices_are_checked():
+    """A stored 192-row winner names a tall kernel that exists (128 or 192
+    wide, cooperative, no stream-K); entries from before it have no block_m."""
+    base = dict(block_n=None, group=8, swap=False, splits=None, pingpong=None, streamk=None)
+    assert tuning._valid(base) and tuning._valid(dict(base, block_m=128))
+    assert tuning._valid(dict(base, block_n=192, block_m=192)) and tuning._valid(dict(base, block_n=128, block_m=192))
+    for bad in (dict(block_n=256, block_m=192), dict(block_n=64, block_m=192), dict(block_n=192),
+                dict(block_n=128, block_m=192, pingpong=True), dict(block_n=128, block_m=192, streamk=True),
+                dict(block_m=256), dict(block_m="192")):
+        assert not tuning._valid(dict(base, **bad)), bad
