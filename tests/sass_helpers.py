@@ -56,6 +56,24 @@ def sass(spec, tmp_path) -> str:
     return subprocess.run(cmd + [str(path)], check=True, capture_output=True, text=True).stdout
 
 
+def spill_report(spec) -> dict:
+    """ptxas's resource report (registers, stack, spill bytes) of ``spec``'s
+    build: the kernel cache's log, or, when that log has no report (seen once,
+    stop 17, when pytest rather than warm-up had built six kernels; not
+    understood), the log of a fresh compile.  Fails when neither has one (a
+    missing report must not read as zero spills)."""
+    import pytest
+
+    from rawcoop.cache import default_cache
+    from rawcoop.compiler import compile_spec, resource_usage
+    usage = resource_usage(default_cache().log(spec))
+    if "spill_stores" not in usage:
+        usage = resource_usage(compile_spec(spec).log)
+    if "spill_stores" not in usage:
+        pytest.fail(f"no ptxas resource report in the build log of {spec.label}")
+    return usage
+
+
 _OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)")
 
 

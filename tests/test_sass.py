@@ -6,7 +6,7 @@ uniform datapath.  tests/test_sass_gpu.py runs the same tests on the GPU
 machine, whose NVRTC (CUDA 13) is not CI's (CUDA 12)."""
 import pytest
 
-from sass_helpers import mainloop_ops, sass
+from sass_helpers import mainloop_ops, sass, spill_report
 
 
 def _configs():
@@ -16,14 +16,12 @@ def _configs():
 
 @pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.spec.label)
 def test_gemm_sass(cfg, tmp_path):
-    from rawcoop.cache import default_cache
-    from rawcoop.compiler import resource_usage
     text = sass(cfg.spec, tmp_path)
     for instr in ("HGMMA", "UTMALDG", "UTMASTG", "SYNCS"):
         assert instr in text, f"{instr} missing from the SASS of {cfg.spec.label}"
     assert "LDL" not in text and "STL" not in text, "local-memory traffic (spills) in the SASS"
-    usage = resource_usage(default_cache().log(cfg.spec))
-    assert usage.get("spill_stores", 0) == 0 and usage.get("spill_loads", 0) == 0
+    usage = spill_report(cfg.spec)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
 
 
 def _uniform_configs():

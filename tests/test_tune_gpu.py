@@ -6,20 +6,28 @@ import pytest
 pytestmark = pytest.mark.gpu
 
 
-def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
+def _fresh(tmp_path, monkeypatch, m, n, k, seed):
+    """A private cache directory, an empty tuning table and plan cache, and
+    bf16 operands a (m, k), b (k, n).  Returns (gemm module, a, b)."""
     import cupy as cp
-    import ml_dtypes
-    import rawcoop
     import importlib
+    import ml_dtypes
     from rawcoop import tuning
     gemm_mod = importlib.import_module("rawcoop.gemm")
     monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
     tuning.reset()
     gemm_mod._PLANS.clear()
     dt = np.dtype(ml_dtypes.bfloat16)
-    rs = cp.random.RandomState(0)
-    a = rs.standard_normal((40, 1024), dtype=cp.float32).astype(dt)        # small M: swap-AB candidates too
-    b = rs.standard_normal((1024, 776), dtype=cp.float32).astype(dt)
+    rs = cp.random.RandomState(seed)
+    return (gemm_mod, rs.standard_normal((m, k), dtype=cp.float32).astype(dt),
+            rs.standard_normal((k, n), dtype=cp.float32).astype(dt))
+
+
+def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
+    import cupy as cp
+    import rawcoop
+    from rawcoop import tuning
+    gemm_mod, a, b = _fresh(tmp_path, monkeypatch, 40, 776, 1024, 0)      # small M: swap-AB candidates too
     res = rawcoop.tune(a, b, iters=3)
     timed = [r for r in res["results"] if r["us"] is not None]
     assert len(timed) >= 20, res["results"]
@@ -41,18 +49,9 @@ def test_tune_times_tall_candidates_and_a_stored_tall_choice_is_used(tmp_path, m
     """For 16-bit M > 128 tune also times 192-row tiles (each checked against
     the default's output); a stored 192-row winner is what gemm then runs."""
     import cupy as cp
-    import ml_dtypes
     import rawcoop
-    import importlib
     from rawcoop import tuning
-    gemm_mod = importlib.import_module("rawcoop.gemm")
-    monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "cache"))
-    tuning.reset()
-    gemm_mod._PLANS.clear()
-    dt = np.dtype(ml_dtypes.bfloat16)
-    rs = cp.random.RandomState(1)
-    a = rs.standard_normal((400, 2048), dtype=cp.float32).astype(dt)
-    b = rs.standard_normal((2048, 520), dtype=cp.float32).astype(dt)
+    gemm_mod, a, b = _fresh(tmp_path, monkeypatch, 400, 520, 2048, 1)
     res = rawcoop.tune(a, b, iters=2, persist=False)
     tall = [r for r in res["results"] if r.get("block_m") == 192]
     assert len(tall) == 24 and all(r["us"] is not None for r in tall), tall
