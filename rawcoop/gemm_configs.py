@@ -173,10 +173,8 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu (the same for every input kind)."""
-        stage = (self.block_m + self.block_n) * ROW_BYTES + (SA_STAGE_BYTES if self.scale_mode == 1 else 0)
-        buffers = self.consumers * epi_buffers(self.block_m)
-        bars = 2 * self.stages + 2 * buffers + 1 + self.consumers
-        return self.stages * stage + buffers * EPI_BUFFER * (2 if self.has_c else 1) + bars * 8 + 1024
+        stage, fixed = _smem_layout(self.block_m, self.block_n, self.has_c, self.scale_mode)
+        return self.stages * (stage + STAGE_BARRIER_BYTES) + fixed
 
     @property
     def cluster(self) -> tuple[int, int]:
@@ -220,12 +218,23 @@ def epi_buffers(block_m: int) -> int:
     return 2 if block_m == BLOCK_M else 1
 
 
-def max_stages(block_n: int, has_c: bool, scale_mode: int = 0, block_m: int = BLOCK_M) -> int:
-    stage = (block_m + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
+STAGE_BARRIER_BYTES = 16           # a stage's full and empty mbarriers
+
+
+def _smem_layout(block_m: int, block_n: int, has_c: bool, scale_mode: int) -> tuple[int, int]:
+    """kernels/gemm.cu's shared-memory map as (bytes per stage without its
+    barriers, bytes that do not depend on the stage count: the staging and C
+    buffers, their barriers, first_load and turn[], 1024 of alignment slack)."""
     consumers = block_m // 64
     buffers = consumers * epi_buffers(block_m)
-    fixed = buffers * EPI_BUFFER * (2 if has_c else 1) + 1024 + 8 * (2 * MAX_STAGES + 2 * buffers + 1 + consumers)
-    return min(MAX_STAGES, (SMEM_LIMIT - fixed) // stage)
+    stage = (block_m + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
+    return stage, buffers * EPI_BUFFER * (2 if has_c else 1) + 8 * (2 * buffers + 1 + consumers) + 1024
+
+
+def max_stages(block_n: int, has_c: bool, scale_mode: int = 0, block_m: int = BLOCK_M) -> int:
+    """As many stages as fit beside the fixed part, counting barriers for MAX_STAGES, at most MAX_STAGES."""
+    stage, fixed = _smem_layout(block_m, block_n, has_c, scale_mode)
+    return min(MAX_STAGES, (SMEM_LIMIT - fixed - STAGE_BARRIER_BYTES * MAX_STAGES) // stage)
 
 
 def all_configs() -> list[GemmConfig]:
@@ -789,7 +798,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
             return replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
-                           stages=max_stages(tall_n, use_c, 0, TALL_BLOCK_M))
+                           stages=0)           # 0: as many as fit (GemmConfig)
     return cfg
 
 
@@ -845,8 +854,8 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
     ours = schedule_cost(m, n, k, sm_count, BLOCK_M, cfg.block_n, cfg.stream_k)
-    best = min(TALL_BLOCK_NS, key=lambda bn: schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn))
-    return best if ours >= TALL_MIN_RATIO * schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, best) else None
+    cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn), bn) for bn in TALL_BLOCK_NS)
+    return best if ours >= TALL_MIN_RATIO * cost else None
 
 
 def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
@@ -932,6 +941,7 @@ def tuning_candidates(plan) -> list[dict]:
     k_blocks = cdiv(plan.k, getattr(cfg, "block_k", BLOCK_K))
     block_scaled = getattr(cfg, "block_scaled", False)
     sixteen_bit = getattr(cfg, "in_kind", BF16) in (FP16, BF16) and not block_scaled
+    split_settings = [s for s in (None, 1, 2, 4) if s is None or s <= k_blocks]
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
         tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
@@ -941,9 +951,7 @@ def tuning_candidates(plan) -> list[dict]:
             tiles = ((64, False), (64, True)) if narrow <= 64 else ((128, False), (64, False), (64, True))
         for bn, pp in tiles:
             for group in (4, 8, 16):
-                for splits in (None, 1, 2, 4):
-                    if splits is not None and splits > k_blocks:
-                        continue
+                for splits in split_settings:
                     out.append(dict(block_n=bn, group=group, swap=swap, splits=splits, pingpong=pp, streamk=None,
                                     block_m=None))
                 if not pp:                  # stream-K: cooperative tiles, no forced splits
@@ -952,10 +960,9 @@ def tuning_candidates(plan) -> list[dict]:
     if sixteen_bit and plan.m > BLOCK_M:    # 192-row tiles (choose_tall), the user's M as the kernel's
         for bn in TALL_BLOCK_NS:
             for group in (4, 8, 16):
-                for splits in (None, 1, 2, 4):
-                    if splits is None or splits <= k_blocks:
-                        out.append(dict(block_n=bn, group=group, swap=False, splits=splits, pingpong=False,
-                                        streamk=None, block_m=TALL_BLOCK_M))
+                for splits in split_settings:
+                    out.append(dict(block_n=bn, group=group, swap=False, splits=splits, pingpong=False,
+                                    streamk=None, block_m=TALL_BLOCK_M))
     return out
 
 
