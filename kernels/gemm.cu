@@ -425,22 +425,22 @@ RC_DEVICE ChunkRange epilogue_chunks(const WorkUnit& w, bool spread) {
 RC_DEVICE float* ws_chain(float* workspace, int slot) { return workspace + (size_t)slot * (64 * BLOCK_N); }
 // Spread split-K: once consumer warpgroup c's 128 threads have stored (named
 // barrier 1 + c), thread 0 counts the tile's flag up (release) and waits until
-// it reaches `target` (acquire); then the warpgroup goes on together.  With
-// `reset_at` > 0, the split whose extra count is the reset_at-th zeroes the
-// flag for the next launch: every split is past its last wait then.
-RC_DEVICE void spread_count_and_wait(int* flag, int target, int reset_at, u32 c, u32 tid, const char* what,
-                                     u32 slot, u32 split) {
+// all `splits` splits have counted (acquire); then the warpgroup goes on
+// together.  Past its wait each split counts once more, and the one whose count
+// is the flag's 2·splits-th zeroes it for the next launch: every split is past
+// its last wait then.
+RC_DEVICE void spread_count_and_wait(int* flag, int splits, u32 c, u32 tid, u32 slot, u32 split) {
     named_barrier_sync(1 + c, 128);          // every thread's stores are written ...
     if (tid == 0) {
         red_add_release_gpu(flag, 1);        // ... before the count moves
 #ifdef RAWCOOP_WATCHDOG
         const u64 start = clock_cycles();
 #endif
-        while (ld_acquire_gpu(flag) < target) {
+        while (ld_acquire_gpu(flag) < splits) {
             nanosleep_ns(64);
-            RC_WATCH(start, what, slot, split);
+            RC_WATCH(start, "split-K flag (spread)", slot, split);
         }
-        if (reset_at > 0 && atom_add_relaxed_gpu(flag, 1) == reset_at - 1) st_release_gpu(flag, 0);
+        if (atom_add_relaxed_gpu(flag, 1) == 2 * splits - 1) st_release_gpu(flag, 0);
     }
     named_barrier_sync(1 + c, 128);
 }
@@ -941,8 +941,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                             st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
                                         acc[0][4 * i + 2], acc[0][4 * i + 3]);
                     }
-                    // Zeroed by the last split past the wait (2S counts).
-                    spread_count_and_wait(flag, S, 2 * S, c, tid, "split-K flag (spread)", u32(slot), u32(me));
+                    spread_count_and_wait(flag, S, c, tid, u32(slot), u32(me));   // zeroed after 2S counts
 #pragma unroll
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc < ch_lo || jc >= ch_hi) continue;
