@@ -115,9 +115,9 @@ class GemmConfig:
         if self.block_m not in (BLOCK_M, TALL_BLOCK_M):
             raise ValueError(f"block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {self.block_m}")
         if self.block_m == TALL_BLOCK_M and (self.block_n not in TALL_BLOCK_NS or self.pingpong or self.stream_k
-                                             or self.cluster_size > 1 or self.scale_mode or self.in_bytes != 2):
+                                             or self.cluster_size > 1 or self.scale_mode):
             raise ValueError(f"192-row tiles are cooperative, {' or '.join(map(str, TALL_BLOCK_NS))} wide, "
-                             "16-bit, without clusters, stream-K or block scales")
+                             "without clusters, stream-K or block scales")
         if self.bias == 0 and self.bias_on_rows:
             # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
             # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
@@ -863,8 +863,9 @@ def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_
     """plan_config's forced ``block_m=192``: the checks, then the configuration."""
     if block_m != TALL_BLOCK_M:
         raise ValueError(f"_block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {block_m!r}")
-    if kinds[0] not in (FP16, BF16) or block:
-        raise ValueError(f"_block_m={TALL_BLOCK_M}: 192-row tiles are built for fp16/bf16 inputs only")
+    if block:
+        raise ValueError(f"_block_m={TALL_BLOCK_M}: 192-row tiles do not take block-scaled fp8 (its promotion "
+                         f"temporaries do not fit the tall consumers' 152 registers)")
     if block_n is not None and block_n not in TALL_BLOCK_NS:
         raise ValueError(f"_block_m={TALL_BLOCK_M} needs _block_n in {TALL_BLOCK_NS} (96 accumulators per thread "
                          f"at most), got {block_n}")

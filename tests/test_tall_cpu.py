@@ -40,7 +40,7 @@ def test_tall_config_shape_of_the_kernel():
     (dict(block_n=256), "128 or 192 wide"), (dict(block_n=64), "128 or 192 wide"),
     (dict(pingpong=True, block_n=128), "cooperative"), (dict(stream_k=True), "stream-K"),
     (dict(cluster_n=2), "without clusters"), (dict(cluster_m=2), "without clusters"),
-    (dict(in_kind=gc.TF32, out_type=2), "16-bit"), (dict(in_kind=gc.E4M3), "16-bit"),
+    (dict(in_kind=gc.E4M3, scale_mode=1, block_n=128), "block scales"),
     (dict(block_m=256), "block_m must be"),
 ])
 def test_tall_config_rejects(kw, message):
@@ -50,7 +50,27 @@ def test_tall_config_rejects(kw, message):
         gc.GemmConfig(**args)
 
 
-@pytest.mark.parametrize("cfg", TALL, ids=lambda c: c.spec.label)
+def test_tall_tf32_fp8_configs():
+    """tf32 and per-tensor fp8 (K-major A and B) take 192-row tiles too: the
+    same 48 KB stages (BLOCK_K is 128 bytes for every kind) and 96
+    accumulators per thread; m64n192 k8/k32 wgmmas."""
+    for kind, b_kind, out in ((gc.TF32, gc.TF32, 2), (gc.E4M3, gc.E4M3, 1), (gc.E4M3, gc.E5M2, 2)):
+        c = gc.GemmConfig(192, kind, b_kind=b_kind, out_type=out, block_m=192)
+        assert (c.stages, c.threads, c.block_k) == (4, 512, 128 // c.in_bytes)
+        assert c.smem_bytes == gc.GemmConfig(192, gc.BF16, out_type=out, block_m=192).smem_bytes
+        cfg = _auto(1000, 1304, 520, kinds=(kind, b_kind), out_name="float32", block_m=192)
+        assert (cfg.block_m, cfg.in_kind, cfg.b_kind) == (192, kind, b_kind)
+    with pytest.raises(ValueError, match="K-major"):
+        gc.GemmConfig(192, gc.E4M3, a_kmajor=False, block_m=192)
+
+
+TALL_LOWP = [gc.GemmConfig(bn, kind, b_kind=b_kind, out_type=out, has_c=c, bias=1 if c else 0, block_m=192)
+             for bn, kind, b_kind, out, c in ((192, gc.TF32, gc.TF32, 2, False), (128, gc.TF32, gc.TF32, 1, True),
+                                               (192, gc.E4M3, gc.E4M3, 2, True), (128, gc.E4M3, gc.E5M2, 2, False),
+                                               (192, gc.E5M2, gc.E4M3, 2, False))]
+
+
+@pytest.mark.parametrize("cfg", TALL + TALL_LOWP, ids=lambda c: c.spec.label)
 def test_tall_kernels_compile(cfg):
     """512 threads, consumers at setmaxnreg 152, no spills, no serialised wgmma."""
     r = compiler.compile_spec(cfg.spec, want_ptx=True)
@@ -61,6 +81,20 @@ def test_tall_kernels_compile(cfg):
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert cfg.smem_bytes <= gc.SMEM_LIMIT
     assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
+
+
+def test_tall_epilogue_spills_stay_out_of_the_mainloop(tmp_path):
+    """Known and accepted: 192-row tiles with C, a bias and a 16-bit output
+    spill a few registers (each consumer thread has 152: 96 accumulators, and
+    a 64-column chunk's C and bias values), in the epilogue and the tile
+    loop's prologue - never between the first and the last HGMMA (QGMMA).  (fp32
+    output has 32-column chunks and does not spill: the warm-up set's tall
+    epilogue kernel.)"""
+    from sass_helpers import mainloop_ops, sass
+    for kind, out in ((gc.BF16, 1), (gc.FP16, 0), (gc.TF32, 1), (gc.E4M3, 1)):
+        cfg = gc.GemmConfig(192, kind, out_type=out, has_c=True, bias=1, block_m=192)
+        ops = mainloop_ops(sass(cfg.spec, tmp_path))
+        assert "GMMA" in "".join(ops) and not {"LDL", "STL"} & set(ops), cfg.spec.label
 
 
 def test_tall_schedule_slots_and_workspace():
@@ -88,7 +122,8 @@ def test_forced_tall_plan_config():
     assert _auto(1000, 1304, 520, block_m=128).block_m == 128             # 128 forced: the usual rules, no tall
     for kw, message in ((dict(block_n=256), "_block_n in"), (dict(pingpong=True), "cooperative"),
                         (dict(streamk=True), "stream-K"), (dict(cluster=(1, 2)), "clusters"),
-                        (dict(kinds=(gc.E4M3, gc.E4M3)), "fp16/bf16"), (dict(block_m=64), "_block_m must be")):
+                        (dict(kinds=(gc.E4M3, gc.E4M3), block=True), "block-scaled"),
+                        (dict(block_m=64), "_block_m must be")):
         args = dict(block_m=192)
         args.update(kw)
         with pytest.raises(ValueError, match=message):

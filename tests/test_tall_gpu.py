@@ -113,3 +113,37 @@ def test_auto_tall_tiles(shape, block_n, dt_name):
         assert (plan.cfg.block_m, plan.cfg.block_n) == (gemm_configs.TALL_BLOCK_M, block_n), plan.cfg.spec.label
     d = _run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("kind", ["tf32", "e4m3", "e4m3xe5m2"])
+@pytest.mark.parametrize("m,n,k,kw", [
+    (1000, 1304, 520, {}), (777, 300, 1000, dict(_block_n=128)), (1536, 768, 8192, dict(_splits=4)),
+    (2500, 2100, 1000, dict(_splits=3)), (200, 130, 4100, {}),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_tall_tiles_tf32_fp8(kind, m, n, k, kw):
+    """Forced 192-row tiles for tf32 and per-tensor fp8 (TN; k8 / k32 wgmmas,
+    BLOCK_K 32 / 128): ragged shapes, both widths, split-K spread and chained,
+    fp32 and bf16 output with C and bias, against float64 of the exact inputs."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    from test_fp8_tf32_gpu import FP8_TOL, TF32_TOL, _fp8_pair
+    if kind == "tf32":
+        a = gpu_helpers.rand(cp, (m, k), cp.float32, 51)
+        b = gpu_helpers.rand(cp, (n, k), cp.float32, 52).T
+        a64, b64, extra, tol = a.astype(cp.float64), b.astype(cp.float64), dict(precision="tf32"), TF32_TOL
+    else:
+        fa, fb = (kind.split("x") * 2)[:2]
+        a, b, a64, b64 = _fp8_pair(cp, m, n, (k + 15) // 16 * 16, fa, fb, 53)
+        a64, b64 = a64 * 0.75, b64 * 1.5
+        extra, tol = dict(scale_a=0.75, scale_b=1.5), FP8_TOL
+    plan = _plan_for(a, b, _block_m=192, **extra, **kw)
+    assert plan.cfg.block_m == 192 and plan.threads == 512
+    d = _run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32, _block_m=192, **extra, **kw)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, tol["float32"])
+    bf16 = gpu_helpers.dtype("bfloat16")
+    c = gpu_helpers.rand(cp, (m, n), bf16, 54)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 55)
+    d = _run_twice(cp, rawcoop, a, b, (m, n), bf16, out_dtype=bf16, c=c, beta=0.5, bias=bias, _block_m=192,
+                   **extra, **kw)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64 + 0.5 * c.astype(cp.float64) + bias, 1e-2)

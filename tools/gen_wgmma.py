@@ -14,7 +14,7 @@ for .f16/.bf16 through descriptors): their wrappers are templates on the two
 transpose bits; the tf32 and fp8 wrappers read K-major A and B only.
 """
 NS_16BIT = (64, 128, 192, 256)    # 16-bit wrappers as they have always been (192 is unused, harmless)
-NS = (64, 128, 256)               # tf32 / fp8: only the tile widths rawcoop builds (gemm_configs.BLOCK_NS)
+NS = (64, 128, 192, 256)          # tf32 / fp8: the tile widths rawcoop builds (128-row BLOCK_NS, 192 for 192-row tiles)
 
 # name suffix: (K per instruction, A type, B type, has the transpose operands)
 KINDS = {
