@@ -311,7 +311,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                     help="main suite: nonzero -> D = A@B + beta*C with a normal C; the baseline is then "
                          "cuBLAS + one CuPy element-wise kernel (default 0)")
     ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
-                    help="main, fp8 and --fp8-block rows: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
+                    help="main, fp8, --fp8-block and tf32 rows: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
                          "(SPLITS 0 = auto) "
                          "or key=value pairs of gemm's private _key options (default auto)")
     ap.add_argument("--fp8-shapes", dest="fp8_shapes", default=[parse_shape(s) for s in FP8_SHAPES], metavar="LIST",
@@ -1446,9 +1446,12 @@ class Bench:
             BT = [self.rand((n, k), cp.float32, 201 + 10 * i) for i in range(sets)]
             D = [cp.empty((m, n), dtype=cp.float32) for _ in range(sets)]
 
-            def ours(i):
-                return rawcoop.gemm(A[i], BT[i].T, precision="tf32", out=D[i])
-            d0 = rawcoop.gemm(A[0], BT[0].T, precision="tf32")
+            def make_ours(kw):
+                def ours(i):
+                    return rawcoop.gemm(A[i], BT[i].T, precision="tf32", out=D[i], **kw)
+                return ours
+            variants = [(v, kw, make_ours(kw)) for v, kw in self.args.variants]
+            d0 = rawcoop.gemm(A[0], BT[0].T, precision="tf32", **variants[0][1])
             ref64 = cp.matmul(A[0].astype(cp.float64), BT[0].astype(cp.float64).T)
             label = f"tf32 {shape} TN"
             common = {"dtype": "tf32", "shape": str(shape), "layout": "TN", "batch": 1, "out_dtype": "float32",
@@ -1464,12 +1467,16 @@ class Bench:
                     print(f"tf32     WARNING {label}: cupy.matmul's error vs float64 is {e64:.1e}, as full fp32 "
                           "would give; TF32 gives ~1e-4..1e-3.  The cuBLAS baseline did NOT run in TF32.",
                           file=sys.stderr, flush=True)
-                self.record("tf32", label, shape.flops, ours, lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
-                            baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
-                            peak=PEAK_TF32_TFLOPS,
-                            extra=dict(common, rel_err=self.rel_err(d0, ref), err_vs="cupy.matmul",
-                                       cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
-                                       baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
+                for v, kw, ours in variants:
+                    D[0].fill(float("nan"))             # each variant's own output, never the previous one's
+                    ours(0)
+                    self.record("tf32", _variant_label(label, v), shape.flops, ours,
+                                lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                                baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
+                                peak=PEAK_TF32_TFLOPS,
+                                extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref), err_vs="cupy.matmul",
+                                           cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
+                                           baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
                 del ref
             if torch is not None:
                 try:
@@ -1485,11 +1492,16 @@ class Bench:
                         if e64 < 5e-5:
                             print(f"tf32     WARNING {label}: torch.matmul's error vs float64 is {e64:.1e}: not TF32",
                                   file=sys.stderr, flush=True)
-                        self.record("tf32", label, shape.flops, ours, lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
-                                    sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS,
-                                    extra=dict(common, rel_err=self.rel_err(d0, ref), err_vs="torch.matmul",
-                                               torch_setting=setting, torch=torch.__version__,
-                                               baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
+                        for v, kw, ours in variants:
+                            D[0].fill(float("nan"))
+                            ours(0)
+                            self.record("tf32", _variant_label(label, v), shape.flops, ours,
+                                        lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
+                                        sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS,
+                                        extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref),
+                                                   err_vs="torch.matmul", torch_setting=setting,
+                                                   torch=torch.__version__, baseline_err_fp64=e64,
+                                                   baseline_tf32_evident=e64 >= 5e-5))
                     del TA, TB, TD, ref
                 except Exception as e:  # noqa: BLE001 - a broken torch drops this baseline only
                     print(f"tf32     torch baseline failed on {label}: {type(e).__name__}: {e}", flush=True)
