@@ -31,7 +31,7 @@ output; swap-AB (M <= 64) and small M without it; split-K (``_splits``); CTA
 pairs (``_cluster=2``); batched, 2-D-broadcast and stride-0-broadcast batches;
 ragged M, N, K; a returned result whose rows need padding; an ``out`` that is
 stored through a temporary; ping-pong consumers when this rawcoop has them;
-192-row tiles (``_block_m=192``, with C, and split-K);
+192-row tiles (``_block_m=192``, with C, and split-K; fp8 too);
 and the TMA multicast kernel (``rawcoop.replicate``) for 1, 2, 4 copies.
 Sizes stay <= 512 (K up to 1024 for split-K): the sanitizer slows kernels
 10-100x.
@@ -275,6 +275,8 @@ def problems(have_pingpong: bool = True) -> list:
                   bias="float32", act="gelu", kw={"_block_m": 192}, quick=True))
     P.append(Gemm("fp16 tall 192x128 split-K 3 NN", "float16", "NN", m=400, n=300, k=1024,
                   kw={"_block_m": 192, "_block_n": 128, "_splits": 3}, quick=True))
+    P.append(Gemm("e4m3 tall 192x192 split-K 2 -> fp32", "float8_e4m3fn", "TN", m=400, n=304, k=1024,
+                  out_dtype="float32", scales="tensor", tol=1e-2, kw={"_block_m": 192, "_splits": 2}, quick=True))
     # TF32 (float32 inputs, K-major A and B) and FP8 (K-major), per-tensor and block-scaled
     P.append(Gemm("tf32 TN -> fp32", "float32", "TN", kw={"precision": "tf32"}, tol=5e-3, quick=True))
     P.append(Gemm("tf32 TN -> bf16 + C + bias + gelu", "float32", "TN", out_dtype="bfloat16", c="row",

@@ -227,7 +227,7 @@ class Problem:
     b_exp: int = 0
     sb_colmajor: bool = False   # block-scaled: scale_b stored column-major
     streamk: bool = False       # forced _streamk (stream-K; only without forced splits/clusters/ping-pong)
-    block_m: int | None = None  # forced _block_m (192: 16-bit, cooperative, 128- or default-wide, no cluster/stream-K)
+    block_m: int | None = None  # forced _block_m (192: not block-scaled, cooperative, 128- or default-wide, no cluster/stream-K)
 
     @property
     def batched(self) -> bool:
@@ -519,7 +519,7 @@ def draw(seed: int, index: int) -> Problem:
     streamk = (random.Random(f"rawcoop-fuzz-streamk:{seed}:{index}").random() < STREAMK_SHARE
                and splits is None and rec.cluster is None and not rec.pingpong)
     # 192-row tiles likewise from a generator of their own, where a tall kernel exists.
-    tall = (random.Random(f"rawcoop-fuzz-tall:{seed}:{index}").random() < TALL_SHARE and not lowp
+    tall = (random.Random(f"rawcoop-fuzz-tall:{seed}:{index}").random() < TALL_SHARE and rec.scale_mode != "block"
             and not streamk and rec.cluster is None and not rec.pingpong and rec.block_n in (None, 128))
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,

@@ -324,9 +324,9 @@ def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
-    fp8 128x128 with 1x2 and 2x1 clusters) with the default output (fp32 for
-    tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
-    16-bit output, so bf16)."""
+    fp8 128x128 with 1x2 and 2x1 clusters, 192x192 and 192x128) with the
+    default output (fp32 for tf32, bf16 for fp8), and the swap-AB small-M tile
+    (128x64, D column-major: 16-bit output, so bf16)."""
     out = []
     for ka, kb in LOWP_KIND_PAIRS:
         out.append(GemmConfig(128, ka, pingpong=True, b_kind=kb))
@@ -337,6 +337,8 @@ def lowp_configs() -> list[GemmConfig]:
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, b_kind=kb))
+        for bn in TALL_BLOCK_NS:            # 192-row tiles (choose_tall)
+            out.append(GemmConfig(bn, ka, b_kind=kb, block_m=TALL_BLOCK_M))
     return out
 
 
@@ -828,11 +830,23 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
 
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
     """The tall tile's width (192 or 128) to run instead of the heuristic's
-    128-row choice ``cfg`` (on the kernel's M x N), or None: for 16-bit
-    un-swapped cooperative-or-ping-pong problems of one batch with M >=
-    TALL_MIN_M, when :func:`schedule_cost` of the better tall tile is at most
-    1 / TALL_MIN_RATIO of the choice's.  192-row tiles quantise M = 1536,
+    128-row choice ``cfg`` (on the kernel's M x N), or None: for un-swapped,
+    un-clustered, not block-scaled problems of one batch with M >=
+    TALL_MIN_M (fp16/bf16, and since stop 20 tf32 and per-tensor fp8 with
+    the same model), when :func:`schedule_cost` of the better tall tile is at
+    most 1 / TALL_MIN_RATIO of the choice's.  192-row tiles quantise M = 1536,
     3072, ... into whole rounds where 128-row ones leave a partial wave.
+
+    Stop 20 (e4m3 per-tensor, bf16 out, TN; tf32 fp32 out; batch timing, 5
+    rounds; ratio to cuBLASLt _scaled_mm default / cuBLAS tf32, auto (128-row)
+    -> forced 192x192): picked by this rule - e4m3 1536x768x65536 0.800 ->
+    1.113, 1536x3072x8192 0.871 -> 1.045, 1536x1536x16384 0.865 -> 0.945;
+    tf32 1536x768x65536 1.028 -> 1.906, 1536x1536x16384 0.998 -> 1.078; kept
+    - e4m3 4096^3 1.037 -> 0.937, 2304^2x8192 1.006 -> 0.924,
+    4096x7168x16384 1.035 -> 0.992, 8192^3 1.019 -> 1.014; tf32 4096^3 0.982
+    -> 0.895, 4096x14336x4096 1.044 -> 0.999.  Missed: 3072^3 (e4m3 0.898 ->
+    1.060, tf32 1.039 -> 1.091), where the model counts 128x256's split last
+    wave at 2.33 rounds.
 
     H200, stop 19, bf16, 5 alternating rounds, batch timing, TFLOP/s auto
     (the 128-row choice) / 192x192 / 192x128 (cuBLAS) and the model's ratio
@@ -850,11 +864,12 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     3840x1152x4096 700 / 579, 960x768x16384 550 / 502, 768^2x8192 288 / 282,
     1152^2x4096 422 / 443 (its cuBLAS column moved 6% between the rows: ratio
     0.868 vs 0.859)."""
-    if (cfg.in_kind not in (FP16, BF16) or cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
+    if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
-    ours = schedule_cost(m, n, k, sm_count, BLOCK_M, cfg.block_n, cfg.stream_k)
-    cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn), bn) for bn in TALL_BLOCK_NS)
+    ours = schedule_cost(m, n, k, sm_count, BLOCK_M, cfg.block_n, cfg.stream_k, cfg.block_k)
+    cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k), bn)
+                     for bn in TALL_BLOCK_NS)
     return best if ours >= TALL_MIN_RATIO * cost else None
 
 
@@ -933,15 +948,14 @@ def tuning_candidates(plan) -> list[dict]:
     None), then tile width (with ping-pong on and off for 128x128; 128x64 too
     when the kernel's M fits one tile row) x raster
     group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N), and
-    for fp16/bf16 with M > 128 the 192x192 and 192x128 tiles (un-swapped,
+    for M > 128 the 192x192 and 192x128 tiles (un-swapped,
     cooperative) x group x split-K.  Block-scaled fp8: 128x128 cooperative
-    and 128x64 cooperative/ping-pong tiles, never swap-AB."""
+    and 128x64 cooperative/ping-pong tiles, never swap-AB, no 192-row tiles."""
     from .scheduler import cdiv
     out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None, block_m=None)]
     cfg = getattr(plan, "cfg", None)
     k_blocks = cdiv(plan.k, getattr(cfg, "block_k", BLOCK_K))
     block_scaled = getattr(cfg, "block_scaled", False)
-    sixteen_bit = getattr(cfg, "in_kind", BF16) in (FP16, BF16) and not block_scaled
     split_settings = [s for s in (None, 1, 2, 4) if s is None or s <= k_blocks]
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
@@ -958,7 +972,7 @@ def tuning_candidates(plan) -> list[dict]:
                 if not pp:                  # stream-K: cooperative tiles, no forced splits
                     out.append(dict(block_n=bn, group=group, swap=swap, splits=None, pingpong=False, streamk=True,
                                     block_m=None))
-    if sixteen_bit and plan.m > BLOCK_M:    # 192-row tiles (choose_tall), the user's M as the kernel's
+    if not block_scaled and plan.m > BLOCK_M:   # 192-row tiles (choose_tall), the user's M as the kernel's
         for bn in TALL_BLOCK_NS:
             for group in (4, 8, 16):
                 for splits in split_settings:

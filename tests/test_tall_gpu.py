@@ -142,8 +142,32 @@ def test_tall_tiles_tf32_fp8(kind, m, n, k, kw):
     d = _run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32, _block_m=192, **extra, **kw)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, tol["float32"])
     bf16 = gpu_helpers.dtype("bfloat16")
-    c = gpu_helpers.rand(cp, (m, n), bf16, 54)
+    c = gpu_helpers.rand(cp, (m, n + (-n) % 8), bf16, 54)[:, :n]     # (rows padded to 16 bytes for TMA)
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 55)
     d = _run_twice(cp, rawcoop, a, b, (m, n), bf16, out_dtype=bf16, c=c, beta=0.5, bias=bias, _block_m=192,
                    **extra, **kw)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64 + 0.5 * c.astype(cp.float64) + bias, 1e-2)
+
+
+@pytest.mark.parametrize("kind", ["tf32", "e4m3"])
+def test_auto_tall_tiles_tf32_fp8(kind):
+    """choose_tall for tf32 and per-tensor fp8 (stop 20): 1536x1536x4096
+    runs 192x192 by itself; right and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    from test_fp8_tf32_gpu import FP8_TOL, TF32_TOL, _fp8_pair
+    m, n, k = 1536, 1536, 4096
+    if kind == "tf32":
+        a = gpu_helpers.rand(cp, (m, k), cp.float32, 61)
+        b = gpu_helpers.rand(cp, (n, k), cp.float32, 62).T
+        ref, extra, tol, out = a.astype(cp.float64) @ b.astype(cp.float64), dict(precision="tf32"), TF32_TOL, cp.float32
+    else:
+        a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 63)
+        ref, extra, tol, out = 2.0 * (a64 @ b64), dict(scale_a=0.5, scale_b=4.0), FP8_TOL, gpu_helpers.dtype("bfloat16")
+    plan = _plan_for(a, b, **extra)
+    if device.info(0).sm_count == 132:
+        assert (plan.cfg.block_m, plan.cfg.block_n) == (192, 192), plan.cfg.spec.label
+    d = _run_twice(cp, rawcoop, a, b, (m, n), out, **extra)
+    gpu_helpers.assert_rel_err(cp, d, ref, tol["float32" if kind == "tf32" else "bfloat16"])
