@@ -7,7 +7,7 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, BLOCK_M,
     1); M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64,
     1) loaded BLOCK_M / 64 times.  BLOCK_M is 128, or 192 for the tall tiles
-    (fp16/bf16; gemm_configs.choose_tall or ``_block_m=192``).
+    (not block-scaled fp8; gemm_configs.choose_tall or ``_block_m=192``).
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
     (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
     box (64, 64, 1).
@@ -151,8 +151,8 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     (stream-K; cooperative, no clusters, no ``_splits``), ``_streamk=False``
     never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
     use it, see gemm_configs.choose_stream_k); ``_block_m=192``: 192-row
-    tiles (three consumer warpgroups; fp16/bf16, 192 or 128 wide,
-    cooperative, data-parallel or split-K, no clusters).  Results are deterministic:
+    tiles (three consumer warpgroups; fp16/bf16, tf32 or per-tensor fp8,
+    192 or 128 wide, cooperative, data-parallel or split-K, no clusters).  Results are deterministic:
     split-K and stream-K reduce partials in a fixed order.
     """
     import cupy as cp
