@@ -120,19 +120,13 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 21; stop 20 ran none of it): stop 19's two rules on a third shape set and stop 20's
-# tall tiles for tf32/fp8 out of sample (any A/B of a change: against the previous choice in the same run,
-# adopt or revert on >= 2 agreeing shapes, nothing below 0.99, --timing batch for short kernels):
-# (A) 192-row tiles (choose_tall) vs block_m=128 on shapes neither call 10 nor call 11 used, NT and TT too;
-# (B) the paired one-row arrangement vs the one-row kernel (block_n=64:swap=0) at M = 120..128, K 8192-16384;
-# (C) e4m3 and tf32: auto (192-row tiles by choose_tall on all five) vs block_m=128.
-add experiment 300 "$PY -m rawcoop bench --suite main --shapes 1728x768x8192,1920x1152x16384,3072x768x8192,1344x1152x8192 \
---dtype bfloat16,float16 --layout NT,TT --variants auto,block_m=128 --timing batch --rounds 5 --iters 20 --json $Q_OUT/exp_tall.json; \
-$PY -m rawcoop bench --suite main --shapes 128x8000x12000,124x8192x8192,128x7700x16384 --dtype bfloat16,float16 \
---layout TN,TT --variants auto,block_n=64:swap=0 --timing batch --rounds 5 --iters 30 --json $Q_OUT/exp_pair.json; \
-$PY -m rawcoop bench --suite fp8,tf32 --fp8-shapes 960x1152x32768,768x1536x32768,3456x1152x8192,1920x2304x4096,1536x1536x4096 \
---tf32-shapes 960x1152x32768,768x1536x16384,3456x1152x8192,1920x2304x4096,1536x1536x4096 --variants auto,block_m=128 \
---timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tall_lowp.json"
+# Experiment (stop 21; stop 20 ran the previous one, bench/NOTES.md calls 4 and 6-10): choose_tall with
+# an epilogue - its model was fitted without C; stop 20 call 9 saw the C + bias + 16-bit-output tall kernels
+# spill (1-5%).  Auto (192-row where choose_tall says) vs block_m=128 with beta = 0.5 (C fused), bf16 and
+# fp16, TN and NT, on shapes the rule picks (prediction: the tall gains of the plain epilogue, within 3%).
+add experiment 300 "$PY -m rawcoop bench --suite main --shapes 1536x768x65536,1536x3072x8192,1536x1536x4096,3072x3072x3072,960x1152x32768 \
+--dtype bfloat16,float16 --layout TN,NT --beta 0.5 --variants auto,block_m=128 --timing batch --rounds 5 --iters 20 \
+--json $Q_OUT/exp_tall_beta.json"
 fi
 
 N=${#NAMES[@]}
