@@ -120,13 +120,17 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 21; stop 20 ran the previous one, bench/NOTES.md calls 4 and 6-10): choose_tall with
-# an epilogue - its model was fitted without C; stop 20 call 9 saw the C + bias + 16-bit-output tall kernels
-# spill (1-5%).  Auto (192-row where choose_tall says) vs block_m=128 with beta = 0.5 (C fused), bf16 and
-# fp16, TN and NT, on shapes the rule picks (prediction: the tall gains of the plain epilogue, within 3%).
-add experiment 300 "$PY -m rawcoop bench --suite main --shapes 1536x768x65536,1536x3072x8192,1536x1536x4096,3072x3072x3072,960x1152x32768 \
---dtype bfloat16,float16 --layout TN,NT --beta 0.5 --variants auto,block_m=128 --timing batch --rounds 5 --iters 20 \
---json $Q_OUT/exp_tall_beta.json"
+# Experiment (stop 21): stop 20's split-tail term in choose_tall (SPLIT_TAIL_OVERHEAD) on a third random
+# draw of shapes whose choice it changed (another machine; calls 12-13 gave +3.8% geomean on 28 shapes):
+# auto (the new choice) against the 128-row choice and both tall tiles (one of them is the old choice:
+# see gemm_configs.choose_tall with SPLIT_TAIL_OVERHEAD = 0).  Prediction: auto fastest or within 2% on
+# most rows; adopt/revert as before (>= 2 agreeing runs).
+add experiment 300 "$PY -m rawcoop bench --suite main --shapes 6400x1920x8192,3968x7680x3072,3584x7296x2048,7680x4608x3072,3456x4608x4096,6528x3840x4096 \
+--dtype float16 --variants auto,block_m=128,block_m=192,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 \
+--json $Q_OUT/exp_split_tail_fp16.json; \
+$PY -m rawcoop bench --suite fp8 --fp8-shapes 3456x2688x8192,4224x2688x3072,1280x1920x3072,3584x4224x8192,3072x3456x4096,3200x2304x3072 \
+--variants auto,block_m=128,block_m=192,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 \
+--json $Q_OUT/exp_split_tail_e4m3.json"
 fi
 
 N=${#NAMES[@]}
