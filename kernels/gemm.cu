@@ -39,7 +39,7 @@
 //                  1 + c walks consumer c's units and TMA-loads each 64-row
 //                  epilogue chunk of C into consumer c's double buffer
 //                  (c_full/c_empty), in the order c's epilogue reads them.
-//        warp 3: idle.
+//        warp 3: idle (128-row tiles; with BLOCK_M 192 it is consumer 2's C loader).
 //   WG1, WG2  consumers, setmaxnreg 232 (BLOCK_M 192: WG1-WG3, setmaxnreg 152).
 //        Cooperative (PINGPONG 0): both consumers work on every unit; consumer
 //        c owns rows [64c, 64c+64) of the shared 128×BLOCK_N tile.

@@ -16,6 +16,7 @@ import threading
 import warnings
 
 from . import config
+from .gemm_configs import BLOCK_M, BLOCK_NS, TALL_BLOCK_M, TALL_BLOCK_NS
 
 _FILE = "tuned-v1.json"
 CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m")
@@ -56,8 +57,8 @@ def _valid(choice) -> bool:
     if not isinstance(choice, dict):
         return False
     bn, group, swap, splits, pp, sk, bm = (choice.get(k) for k in CHOICE_KEYS)
-    tall = bm == 192
-    return (bm in (None, 128, 192) and bn in ((None, 128, 192) if tall else (None, 64, 128, 256))
+    tall = bm == TALL_BLOCK_M
+    return (bm in (None, BLOCK_M, TALL_BLOCK_M) and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS))
             and not (tall and (pp or sk))
             and (group is None or (type(group) is int and 1 <= group <= 64))
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))

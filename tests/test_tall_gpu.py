@@ -115,6 +115,22 @@ def test_auto_tall_tiles(shape, block_n, dt_name):
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
+def _lowp_operands(cp, kind, m, n, k, seed, scales):
+    """a (M, K) and b = bt.T for ``kind`` "tf32" (float32; seeds seed, seed + 1)
+    or fp8 "FA" / "FAxFB" (ml_dtypes fp8; seed + 2), their float64 values (fp8:
+    times the per-tensor ``scales``), gemm's keywords for the kind and its
+    tolerance table."""
+    from test_fp8_tf32_gpu import FP8_TOL, TF32_TOL, _fp8_pair
+    if kind == "tf32":
+        a = gpu_helpers.rand(cp, (m, k), cp.float32, seed)
+        b = gpu_helpers.rand(cp, (n, k), cp.float32, seed + 1).T
+        return a, b, a.astype(cp.float64), b.astype(cp.float64), dict(precision="tf32"), TF32_TOL
+    fa, fb = (kind.split("x") * 2)[:2]
+    a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, seed + 2)
+    sa, sb = scales
+    return a, b, a64 * sa, b64 * sb, dict(scale_a=sa, scale_b=sb), FP8_TOL
+
+
 @pytest.mark.parametrize("kind", ["tf32", "e4m3", "e4m3xe5m2"])
 @pytest.mark.parametrize("m,n,k,kw", [
     (1000, 1304, 520, {}), (777, 300, 1000, dict(_block_n=128)), (1536, 768, 8192, dict(_splits=4)),
@@ -127,16 +143,8 @@ def test_tall_tiles_tf32_fp8(kind, m, n, k, kw):
     import cupy as cp
     import rawcoop
     from rawcoop.gemm import _plan_for
-    from test_fp8_tf32_gpu import FP8_TOL, TF32_TOL, _fp8_pair
-    if kind == "tf32":
-        a = gpu_helpers.rand(cp, (m, k), cp.float32, 51)
-        b = gpu_helpers.rand(cp, (n, k), cp.float32, 52).T
-        a64, b64, extra, tol = a.astype(cp.float64), b.astype(cp.float64), dict(precision="tf32"), TF32_TOL
-    else:
-        fa, fb = (kind.split("x") * 2)[:2]
-        a, b, a64, b64 = _fp8_pair(cp, m, n, (k + 15) // 16 * 16, fa, fb, 53)
-        a64, b64 = a64 * 0.75, b64 * 1.5
-        extra, tol = dict(scale_a=0.75, scale_b=1.5), FP8_TOL
+    a, b, a64, b64, extra, tol = _lowp_operands(cp, kind, m, n, k if kind == "tf32" else (k + 15) // 16 * 16, 51,
+                                                (0.75, 1.5))
     plan = _plan_for(a, b, _block_m=192, **extra, **kw)
     assert plan.cfg.block_m == 192 and plan.threads == 512
     d = _run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32, _block_m=192, **extra, **kw)
@@ -157,15 +165,9 @@ def test_auto_tall_tiles_tf32_fp8(kind):
     import rawcoop
     from rawcoop import device
     from rawcoop.gemm import _plan_for
-    from test_fp8_tf32_gpu import FP8_TOL, TF32_TOL, _fp8_pair
     m, n, k = 1536, 1536, 4096
-    if kind == "tf32":
-        a = gpu_helpers.rand(cp, (m, k), cp.float32, 61)
-        b = gpu_helpers.rand(cp, (n, k), cp.float32, 62).T
-        ref, extra, tol, out = a.astype(cp.float64) @ b.astype(cp.float64), dict(precision="tf32"), TF32_TOL, cp.float32
-    else:
-        a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 63)
-        ref, extra, tol, out = 2.0 * (a64 @ b64), dict(scale_a=0.5, scale_b=4.0), FP8_TOL, gpu_helpers.dtype("bfloat16")
+    a, b, a64, b64, extra, tol = _lowp_operands(cp, kind, m, n, k, 61, (0.5, 4.0))
+    ref, out = a64 @ b64, cp.float32 if kind == "tf32" else gpu_helpers.dtype("bfloat16")
     plan = _plan_for(a, b, **extra)
     if device.info(0).sm_count == 132:
         assert (plan.cfg.block_m, plan.cfg.block_n) == (192, 192), plan.cfg.spec.label
