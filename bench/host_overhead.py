@@ -150,6 +150,8 @@ def main() -> None:
     res["bare cuLaunchKernelEx (cuda-bindings)"] = per_call_us(bindings_launch)
     res["Kernel.launch, packed args"] = per_call_us(
         lambda: k.launch(0, (2, 1, 1), 64, smem, stream, packed, cluster=(2, 1, 1)))
+    bound = k.bind(0, (2, 1, 1), 64, smem, cluster=(2, 1, 1))
+    res["Kernel.bind launch (gemm's repeated-call path)"] = per_call_us(lambda: bound(stream, packed))
     res["rawcoop.replicate 64x64 end to end"] = per_call_us(lambda: rawcoop.replicate(src, 2, out=out))
     a = cp.asarray(np.random.default_rng(1).standard_normal((256, 256)).astype(np.float16))
     b = cp.asarray(np.random.default_rng(2).standard_normal((256, 256)).astype(np.float16))

@@ -8,7 +8,6 @@ instead of returning an error and any CuPy device call raises
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -97,20 +96,32 @@ def primary_context(ordinal: int):
     return ctx
 
 
-@contextlib.contextmanager
-def on_device(ordinal: int):
+class on_device:
     """Make ``ordinal``'s primary context current for driver calls, restoring
-    the caller's context afterwards (no change at all in the common case)."""
-    ctx = primary_context(ordinal)
-    prev = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
-    if int(prev) == int(ctx):
-        yield
-        return
-    check(driver.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    try:
-        yield
-    finally:
-        check(driver.cuCtxSetCurrent(prev), "cuCtxSetCurrent")
+    the caller's context afterwards (no change at all in the common case).
+
+    A class rather than a ``contextlib`` generator: it sits on the
+    repeated-call path of every GEMM, where the generator machinery cost
+    about 0.8 us of the ~1.1 us (H200 host, stop 21)."""
+
+    __slots__ = ("_ctx", "_prev")
+
+    def __init__(self, ordinal: int):
+        self._ctx = primary_context(ordinal)
+        self._prev = None
+
+    def __enter__(self):
+        prev = check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        if int(prev) != int(self._ctx):
+            check(driver.cuCtxSetCurrent(self._ctx), "cuCtxSetCurrent")
+            self._prev = prev
+        return self
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            prev, self._prev = self._prev, None
+            check(driver.cuCtxSetCurrent(prev), "cuCtxSetCurrent")
+        return False
 
 
 def stream_capturing(ordinal: int, stream: int) -> bool:

@@ -65,3 +65,28 @@ def torch_or_skip():
     if torch is None:
         pytest.skip(why)
     return torch
+
+
+def spy_launches(monkeypatch, fail: str | None = None) -> list:
+    """Record every kernel launch rawcoop makes (the spec names), through
+    both entry points: ``Kernel.launch`` and a plan's bound launch
+    (``BoundLaunch.__call__``, gemm's repeated-call path).  With ``fail`` a
+    launch raises AssertionError(fail) instead of running."""
+    from rawcoop import launch
+    seen = []
+    real_launch, real_call = launch.Kernel.launch, launch.BoundLaunch.__call__
+
+    def kernel_launch(self, *args, **kwargs):
+        seen.append(self.spec.name)
+        if fail:
+            raise AssertionError(fail)
+        return real_launch(self, *args, **kwargs)
+
+    def bound_call(self, *args, **kwargs):
+        seen.append(int(self.fn))
+        if fail:
+            raise AssertionError(fail)
+        return real_call(self, *args, **kwargs)
+    monkeypatch.setattr(launch.Kernel, "launch", kernel_launch)
+    monkeypatch.setattr(launch.BoundLaunch, "__call__", bound_call)
+    return seen

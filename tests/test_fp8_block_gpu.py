@@ -254,12 +254,9 @@ def test_mn_major_scales_and_padding_never_read():
 def test_block_fp8_bad_inputs_raise_before_launch(monkeypatch):
     import cupy as cp
     import rawcoop
-    from rawcoop import launch
     p = Problem(cp, 256, 256, 512, seed=71)
 
-    def no_launch(*args, **kwargs):
-        raise AssertionError("a kernel was launched for a bad input")
-    monkeypatch.setattr(launch.Kernel, "launch", no_launch)
+    gpu_helpers.spy_launches(monkeypatch, fail="a kernel was launched for a bad input")
     out = cp.full((256, 256), cp.nan, dtype=cp.float32)
     bad = [
         (ValueError, "scale_a must be M-major", dict(scale_a=cp.asarray(p.sa_host))),

@@ -285,12 +285,9 @@ def test_fp8_bad_inputs_raise_before_launch(monkeypatch):
     import cupy as cp
     import ml_dtypes
     import rawcoop
-    from rawcoop import launch
     a, b, _, _ = _fp8_pair(cp, 128, 128, 128, "e4m3", "e4m3", 70)
 
-    def no_launch(*args, **kwargs):
-        raise AssertionError("a kernel was launched for a bad input")
-    monkeypatch.setattr(launch.Kernel, "launch", no_launch)
+    gpu_helpers.spy_launches(monkeypatch, fail="a kernel was launched for a bad input")
     out = cp.full((128, 128), cp.nan, dtype=cp.float32)
     bad = [
         (ValueError, "a must be row-major", dict(a=cp.asfortranarray(a.view(cp.uint8)).view(ml_dtypes.float8_e4m3fn))),

@@ -15,6 +15,7 @@ import itertools
 import numpy as np
 import pytest
 
+import gpu_helpers
 from rawcoop._reference import activation as activation64
 
 pytestmark = pytest.mark.gpu
@@ -305,11 +306,8 @@ def _bad_inputs(cp):
 def test_bad_input_catalogue_raises_before_launch(monkeypatch):
     import cupy as cp
     import rawcoop
-    from rawcoop import launch
 
-    def no_launch(*args, **kwargs):
-        raise AssertionError("a kernel was launched for a bad input")
-    monkeypatch.setattr(launch.Kernel, "launch", no_launch)
+    gpu_helpers.spy_launches(monkeypatch, fail="a kernel was launched for a bad input")
     cases = _bad_inputs(cp)
     assert len(cases) >= 20
     for name, exc, match, args, kw in cases:

@@ -143,7 +143,6 @@ def test_launch_goes_to_the_current_stream_of_the_operands_device():
 def test_operands_on_different_devices_raise_before_launch(monkeypatch):
     import cupy as cp
     import rawcoop
-    from rawcoop import launch
     dt = _dt("float16")
     a0, b0 = _rand(cp, 0, (128, 256), dt, 1), _rand(cp, 0, (256, 192), dt, 2)
     a1, b1 = _rand(cp, 1, (128, 256), dt, 3), _rand(cp, 1, (256, 192), dt, 4)
@@ -157,9 +156,7 @@ def test_operands_on_different_devices_raise_before_launch(monkeypatch):
     with cp.cuda.Device(0):
         cp.cuda.Device().synchronize()
 
-    def no_launch(*args, **kwargs):
-        raise AssertionError("a kernel was launched for operands on different devices")
-    monkeypatch.setattr(launch.Kernel, "launch", no_launch)
+    gpu_helpers.spy_launches(monkeypatch, fail="a kernel was launched for operands on different devices")
     cases = [
         ((a0, b1), {}, "b is on device 1, but a is on device 0"),
         ((a1, b0), {}, "b is on device 0, but a is on device 1"),

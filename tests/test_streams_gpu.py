@@ -274,7 +274,6 @@ def test_capture_of_a_result_that_needs_row_padding():
 def test_capture_with_an_out_tma_cannot_store_into_raises(monkeypatch):
     import cupy as cp
     import rawcoop
-    from rawcoop import launch
     dt = _dt("float16")
     s = _stream(cp)
     with s:
@@ -283,13 +282,7 @@ def test_capture_with_an_out_tma_cannot_store_into_raises(monkeypatch):
         rawcoop.gemm(a, bt.T, out=out)
     s.synchronize()
     _check(cp, out, _reference(cp, a, bt.T), "float16")
-    launches = []
-    real = launch.Kernel.launch
-
-    def spy(self, *args, **kwargs):
-        launches.append(self.spec.name)
-        return real(self, *args, **kwargs)
-    monkeypatch.setattr(launch.Kernel, "launch", spy)
+    launches = gpu_helpers.spy_launches(monkeypatch)
     with pytest.raises(ValueError, match="out.*graph capture"):
         _capture(s, lambda: rawcoop.gemm(a, bt.T, out=out))
     assert not launches
