@@ -286,6 +286,10 @@ constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-m
 constexpr u32 kEpiCols = 128 / kOutBytes;
 constexpr u32 kEpiBytes = 64 * 128;
 constexpr u32 kConsumers = BLOCK_M / 64;                     // cooperative: one 64-row half (third) each
+constexpr u32 kThreads = 128 * (1 + kConsumers);             // a producer warpgroup and the consumers
+// Registers per consumer thread after setmaxnreg (the producer keeps 40): 40·128 + 232·256 and
+// 40·128 + 152·384 both fit the SM's 64K.
+constexpr u32 kConsumerRegs = kConsumers == 2 ? 232 : 152;
 // Staging (and C) buffers per consumer: two alternate; a tall tile keeps one, so
 // that four stages of its 48 KB (192x192) fit beside three consumers' buffers.
 constexpr u32 kEpiBuffers = BLOCK_M == 128 ? 2 : 1;
@@ -504,9 +508,7 @@ RC_DEVICE u32 trimmed_lines(int rows, int tile) {
 }
 
 // ------------------------------------------------------------------ kernel
-#define RC_THREADS (128 * (1 + BLOCK_M / 64))      // a producer warpgroup and the consumers
-#define RC_CONSUMER_REGS (BLOCK_M == 128 ? 232 : 152)   // 40 * 128 + 152 * 384 <= 65536
-extern "C" __global__ void __launch_bounds__(RC_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
 gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap map_b,
             const __grid_constant__ TmaMap map_c, const __grid_constant__ TmaMap map_d,
             int M, int N, int K, int L, int tiles_m, int tiles_n, int group, int bmask,
@@ -631,7 +633,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 }
             }
             griddep_launch_dependents();             // all our loads are issued
-        } else if (HAS_C && (warp == 1 || warp == 2 || (kConsumers > 2 && warp == 3)) && lane == 0) {
+        } else if (HAS_C && warp >= 1 && warp <= kConsumers && lane == 0) {
             // ---------------------------------------------- epilogue C loads
             // Warp 1 + c loads consumer c's chunks of C into its double buffer,
             // in exactly the order consumer c's epilogue reads them; it starts
@@ -672,7 +674,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         }
     } else {
         // ============================================================ consumers
-        setmaxnreg_inc<RC_CONSUMER_REGS>();
+        setmaxnreg_inc<kConsumerRegs>();
 #if UNIFORM_CONSUMER
         const u32 c = warp_uniform(wg - 1);
 #else
