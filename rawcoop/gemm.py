@@ -36,7 +36,9 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     wave: gemm_configs.choose_stream_k) and the workspace come from
     rawcoop/scheduler.py and rawcoop/workspace.py.
   * Repeated calls with the same inputs reuse a cached plan (validation,
-    configuration, operand maps); only ``out`` is checked and D's map looked up.
+    configuration, operand maps, the launch configuration bound once:
+    launch.BoundLaunch); only ``out`` is checked and D's map looked up (the
+    plan remembers the map of each storable ``out`` by address and strides).
   * Devices, streams, graphs: everything runs on the operands' device (all on
     one, else ValueError), whatever the current device, which is restored; the
     launch goes on CuPy's current stream of that device.  Under CUDA graph

@@ -6,7 +6,10 @@ A :class:`Kernel` is one :class:`~rawcoop.compiler.KernelSpec`.  Its module is
 loaded once per device, in that device's primary context, and cached by
 (device, cache key): a function loaded on one GPU is never launched on
 another.  Launch configurations are built once per (device, grid, block,
-smem, cluster) and reused, so the repeated-call path only sets the stream.
+smem, cluster) and reused, so the repeated-call path only sets the stream:
+:meth:`Kernel.launch` keeps one per thread and combination, and
+:meth:`Kernel.bind` hands a caller that launches one configuration again and
+again (a GEMM plan) a :class:`BoundLaunch` of its own.
 """
 from __future__ import annotations
 
