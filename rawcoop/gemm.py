@@ -541,8 +541,9 @@ class _Plan:
                 cp.cuda.runtime.setDevice(prev)
 
 
-_OUT_MAPS_MAX = 64
-"""Storable outputs whose D maps a plan remembers (then it starts over)."""
+_OUT_MAPS_MAX = 16
+"""Storable outputs whose D maps a plan remembers (then it starts over): enough
+for rotating output buffers, and at most ~8 KB per plan (up to _PLANS_MAX plans)."""
 
 _PLANS: dict = {}
 _PLANS_MAX = 4096

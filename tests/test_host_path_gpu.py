@@ -103,4 +103,4 @@ def test_threads_share_one_plan_on_their_own_streams():
 
     gpu_helpers.run_in_threads(work, range(4))
     plan = _plan(cp, a, bt.T, None)
-    assert len(plan.out_maps) == 16                        # 4 threads x 4 outs, all storable
+    assert len(plan.out_maps) == 16                        # 4 threads x 4 outs, all storable (the cap is 16)
