@@ -818,7 +818,10 @@ SPLIT_TAIL_OVERHEAD = 0.5
 of a round more than its share (the fix-up and the short k ranges), for every tile shape; fp16/bf16 and
 fp8, not tf32 (choose_tall).  H200, stop 20 (bench/NOTES.md calls 6, 7, 12, 13): on 28 random fp16/bf16/
 e4m3 shapes whose choice it changes, +3.8% geomean (22 faster, the rest -1.6% to -5.6%); on six tf32
-shapes -2% (it moved three away from 192-row tiles that tf32 runs well: -11%, -4%, -0.4%)."""
+shapes -2% (it moved three away from 192-row tiles that tf32 runs well: -11%, -4%, -0.4%).  Stop 21: a
+third fp16/e4m3 draw +3% (8 of 12 faster); tf32 with the term as is +0.5% to +2% (mixed, eight shapes),
+with it on the 128-row side only -1.6% out of sample (it won on 2-5-wave shapes, lost on 16-24-wave
+128x128 ones): tf32 stays without it (bench/NOTES.md, stop 21 calls 8-9)."""
 
 
 def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,

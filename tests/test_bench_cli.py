@@ -854,12 +854,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite main --shapes 6400x1920x8192,3968x7680x3072,3584x7296x2048,"
-        "7680x4608x3072,3456x4608x4096,6528x3840x4096 --dtype float16 "
-        "--variants auto,block_m=128,block_m=192,block_m=192:block_n=128",
-        "python -m rawcoop bench --suite fp8 --fp8-shapes 3456x2688x8192,4224x2688x3072,1280x1920x3072,"
-        "3584x4224x8192,3072x3456x4096,3200x2304x3072 "
-        "--variants auto,block_m=128,block_m=192,block_m=192:block_n=128",
+        "python -m rawcoop bench --suite tf32 --tf32-shapes 2048x6912x3072,5632x1664x8192,4096x2304x8192,"
+        "3072x1792x8192,4096x1280x8192,5376x3200x2048,7936x2688x3072,2688x3584x8192 "
+        "--variants auto,block_m=192,block_m=192:block_n=128",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
