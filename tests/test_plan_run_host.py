@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from test_lowp_host import BF16, CP, G, StubArray, build, stub_planning, tn
+from test_lowp_host import BF16, G, StubArray, build, stub_planning, tn
 
 
 class _Recorder:
