@@ -7,6 +7,13 @@ and block-scaled fp8.
         --shapes 4096x4096x4096,4096x14336x4096 --fp8-shapes 4096x4096x4096 \\
         --block-shapes 4096x7168x16384 --rounds 7 --json ab.json
 
+``--epilogue`` makes the 16-bit rows fuse C, a bias and gelu (no cuBLAS
+column then) and ``--block-m 192`` forces the tall tiles, e.g. for the
+FUSED_EPI experiment:
+
+    PYTHONPATH=$PWD python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 \\
+        --shapes 1536x1536x4096,1536x3072x4096,3072x1536x2048 --rounds 7
+
 bench/define_probe.py runs the whole bench with the defines, one process per
 setting; clocks and power drift between processes by more than most kernel
 experiments gain, hence this.  Method as the bench's: normal data (fp8 scaled
@@ -43,6 +50,11 @@ def parse_args(argv=None):
     ap.add_argument("--dtype", default="bfloat16", help="16-bit dtypes, comma-separated")
     ap.add_argument("--fp8-shapes", type=_shapes, default=[], help="per-tensor e4m3 MxNxK list (TN, bf16 out)")
     ap.add_argument("--block-shapes", type=_shapes, default=[], help="block-scaled e4m3 MxNxK list")
+    ap.add_argument("--epilogue", action="store_true",
+                    help="16-bit rows compute D = gelu(A@B + 0.5*C + bias) (C row-major in the output type, "
+                         "fp32 bias along N), without the cuBLAS column")
+    ap.add_argument("--block-m", type=int, choices=(128, 192), default=None,
+                    help="16-bit rows: force the tile height (rawcoop.gemm's _block_m)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--json", default=None, help="write the rows here too")
@@ -108,23 +120,31 @@ def run(args) -> list[dict]:
     for dname in args.dtype:
         dt = np.dtype(ml_dtypes.bfloat16) if dname == "bfloat16" else np.dtype(dname)
         for (m, n, k) in args.shapes:
-            n_sets = sets_for((m * k + k * n + m * n) * 2)
+            n_sets = sets_for((m * k + k * n + m * n * (2 if args.epilogue else 1)) * 2)
             A = [rs.standard_normal((m, k), dtype=cp.float32).astype(dt) for _ in range(n_sets)]
             B = [rs.standard_normal((n, k), dtype=cp.float32).astype(dt).T for _ in range(n_sets)]
             D = [cp.empty((m, n), dt) for _ in range(n_sets)]
             DC = [cp.empty((m, n), dt) for _ in range(n_sets)]
-            ours = lambda i: rawcoop.gemm(A[i], B[i], out=D[i])             # noqa: E731
+            kw = {} if args.block_m is None else {"_block_m": args.block_m}
+            if args.epilogue:
+                C = [rs.standard_normal((m, n), dtype=cp.float32).astype(dt) for _ in range(n_sets)]
+                bias = rs.standard_normal((n,), dtype=cp.float32)
+                ekw = lambda i: dict(c=C[i], beta=0.5, bias=bias, activation="gelu")    # noqa: E731
+            else:
+                ekw = lambda i: {}                                                        # noqa: E731
+            ours = lambda i: rawcoop.gemm(A[i], B[i], out=D[i], **ekw(i), **kw)          # noqa: E731
             theirs = lambda i: cp.matmul(A[i], B[i], out=DC[i])            # noqa: E731
             ours(0)
             ref = D[0].copy()
             with extra_defines(args.defines):
                 ours(0)
             row = {"kind": dname, "shape": [m, n, k], "defines": dict(args.defines),
-                   "b_rel_diff": _rel(cp, D[0], ref)}
-            times = _ab(cp, {"cuBLAS": theirs, "A": ours, "B": ours}, n_sets, args.rounds, args.iters, args.defines)
+                   "epilogue": args.epilogue, "block_m": args.block_m, "b_rel_diff": _rel(cp, D[0], ref)}
+            sides = {"A": ours, "B": ours} if args.epilogue else {"cuBLAS": theirs, "A": ours, "B": ours}
+            times = _ab(cp, sides, n_sets, args.rounds, args.iters, args.defines)
             rows.append(_summary(row, 2 * m * n * k, times))
             print(json.dumps(rows[-1]), flush=True)
-            A = B = D = DC = ref = None                           # (the closures above are done with them)
+            A = B = D = DC = ref = C = None                       # (the closures above are done with them)
             cp.get_default_memory_pool().free_all_blocks()
 
     def e4m3(r, c):

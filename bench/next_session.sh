@@ -130,9 +130,20 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 # (192x128), 4096x2304x8192 (192x192), 3072x1792x8192 (192x192), 4096x1280x8192 (192x192),
 # 5376x3200x2048 (192x128), 7936x2688x3072 (192x192), 2688x3584x8192 (192x128).  Prediction: the
 # candidate's variant ahead on most rows; adopt only with a geomean gain and a second agreeing run.
+# Then the FUSED_EPI=1 kernel experiment (stop 21, compiled and spill-checked on the CPU only: C read
+# inside the bias/activation loop; the tall C + bias + 16-bit kernels lose their spills, every default
+# cubin is unchanged): its GPU test (bit-identical to the default kernels, float64 reference), then a
+# same-process A/B with C + bias + gelu on stop 20's tall shapes (call 9 put the spills' cost at 1-5%)
+# and on two 128-row shapes.  Prediction: tall +1% to +5%, 128-row +-1%; adopt (the define's branch
+# becomes the only epilogue) only if the test passes and the tall rows gain.
 add experiment 300 "$PY -m rawcoop bench --suite tf32 --tf32-shapes 2048x6912x3072,5632x1664x8192,4096x2304x8192,3072x1792x8192,4096x1280x8192,5376x3200x2048,7936x2688x3072,2688x3584x8192 \
 --variants auto,block_m=192,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 \
---json $Q_OUT/exp_tf32_candidate.json"
+--json $Q_OUT/exp_tf32_candidate.json; \
+RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest tests/test_tall_gpu.py -k fused_epilogue $PYTEST_OPTS; \
+$PY bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 --shapes 1536x1536x4096,1536x3072x4096,3072x1536x2048 \
+--rounds 7 --json $Q_OUT/exp_fused_epi_tall.json; \
+$PY bench/define_ab.py --defines FUSED_EPI=1 --epilogue --shapes 4096x4096x4096,2048x2048x8192 --rounds 5 \
+--json $Q_OUT/exp_fused_epi_128.json"
 fi
 
 N=${#NAMES[@]}

@@ -857,10 +857,14 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         "python -m rawcoop bench --suite tf32 --tf32-shapes 2048x6912x3072,5632x1664x8192,4096x2304x8192,"
         "3072x1792x8192,4096x1280x8192,5376x3200x2048,7936x2688x3072,2688x3584x8192 "
         "--variants auto,block_m=192,block_m=192:block_n=128",
+        "python -m pytest tests/test_tall_gpu.py -k fused_epilogue",
+        "python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 --shapes "
+        "1536x1536x4096,1536x3072x4096,3072x1536x2048",
+        "python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --shapes 4096x4096x4096,2048x2048x8192",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
-    assert "-m pytest" not in text
+    assert "-m pytest -m gpu" not in text and "test_streamk_gpu" not in text     # part 1's suite is not here
 
 
 def test_next_session_refuses_a_budget_below_its_caps(tmp_path):
