@@ -512,7 +512,9 @@ RC_DEVICE u32 trimmed_lines(int rows, int tile) {
 
 #if HAS_C && FUSED_EPI
 // Epilogue with C (the FUSED_EPI experiment): v0, v1 += beta * C at (row, cc) and (row, cc + 1) of the
-// chunk in buffer cb.
+// chunk in buffer cb.  These two helpers repeat the default epilogue's inline C read and buffer release
+// on purpose: the default kernels stay byte-identical until the experiment's GPU test and A/B decide
+// which of the two versions remains (the other is then deleted).
 RC_DEVICE void add_c_pair(float& v0, float& v1, u32 cb, u32 row, u32 cc, float beta) {
     float c0, c1;
 #if C_COLMAJOR
