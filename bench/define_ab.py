@@ -8,11 +8,11 @@ and block-scaled fp8.
         --block-shapes 4096x7168x16384 --rounds 7 --json ab.json
 
 ``--epilogue`` makes the 16-bit rows fuse C, a bias and gelu (no cuBLAS
-column then) and ``--block-m 192`` forces the tall tiles, e.g. for the
-FUSED_EPI experiment:
+column then) and ``--block-m 192`` forces the tall tiles (stop 22 measured the FUSED_EPI epilogue
+experiment this way, since removed), e.g.:
 
-    PYTHONPATH=$PWD python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 \\
-        --shapes 1536x1536x4096,1536x3072x4096,3072x1536x2048 --rounds 7
+    PYTHONPATH=$PWD python bench/define_ab.py --defines SPLIT_SPREAD=0 --epilogue --block-m 192 \\
+        --shapes 1536x768x65536,1536x1536x16384 --rounds 7
 
 bench/define_probe.py runs the whole bench with the defines, one process per
 setting; clocks and power drift between processes by more than most kernel

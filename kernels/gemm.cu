@@ -226,9 +226,6 @@
 #define SPLIT_SPREAD 1
 #endif
 #define RC_SPREAD (SPLIT_SPREAD && !PINGPONG && !STREAM_K)   // cooperative data-parallel/split-K kernels only
-#ifndef FUSED_EPI           // experiment (stop 21, not yet run on a GPU): with C, read C's pair of values
-#define FUSED_EPI 0         // inside the bias/activation loop instead of a loop of its own (fewer live values)
-#endif
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD (RC_BS_TWO_TMP ? 1 : 2)   // H200, stop 13: 1 is 3-4% faster with two temporaries
 #endif
@@ -509,41 +506,6 @@ template <int KMAJOR>
 RC_DEVICE u32 trimmed_lines(int rows, int tile) {
     return (KMAJOR && RC_CLUSTER == 1 && rows < tile) ? u32((rows + 7) & ~7) : u32(tile);
 }
-
-#if HAS_C && FUSED_EPI
-// Epilogue with C (the FUSED_EPI experiment): v0, v1 += beta * C at (row, cc) and (row, cc + 1) of the
-// chunk in buffer cb.  These two helpers repeat the default epilogue's inline C read and buffer release
-// on purpose: the default kernels stay byte-identical until the experiment's GPU test and A/B decide
-// which of the two versions remains (the other is then deleted).
-RC_DEVICE void add_c_pair(float& v0, float& v1, u32 cb, u32 row, u32 cc, float beta) {
-    float c0, c1;
-#if C_COLMAJOR
-    c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
-    c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
-#elif OUT_TYPE == 2
-    ld_shared_f32x2(swz(cb, row, cc * 4u), c0, c1);
-#else
-    const u32 p = ld_shared_u32(swz(cb, row, cc * 2u));
-    c0 = out16_to_f32((u16)(p & 0xFFFFu));
-    c1 = out16_to_f32((u16)(p >> 16));
-#endif
-    v0 += beta * c0;
-    v1 += beta * c1;
-}
-
-// After the consumer's last read of a C buffer: the loader refills it with a
-// TMA load (async proxy) once c_empty completes, so order our generic-proxy
-// reads of it before that write (WAR across proxies).  Without the fence
-// ptxas may place the arrive right after the loads of the last chunk with no
-// wait on them, and the refill overwrote C still being read (fp32 output,
-// fuzz seed 7 case 831; analysis in bench/NOTES.md).  (The default epilogue
-// below does the same inline.)
-RC_DEVICE void release_c_buffer(u32 c_empty_bar, u32 lane) {
-    fence_proxy_async_smem();
-    syncwarp();
-    if (lane == 0) mbar_arrive(c_empty_bar);
-}
-#endif
 
 // ------------------------------------------------------------------ kernel
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
@@ -1059,43 +1021,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     float v[kChunkRegs];
 #pragma unroll
                     for (u32 r = 0; r < kChunkRegs; ++r) v[r] = RC_ALPHA * acc[hh][jc * kChunkRegs + r];
-#if HAS_C && FUSED_EPI
-                    // Experiment (FUSED_EPI=1): C's pair of values is read inside the bias/activation
-                    // loop, so fewer values are live at once (the tall C + bias + 16-bit kernels do not
-                    // spill); the same operations per element, in the same order, as the loops below.
-                    {
-                        const u32 cbi = e % kEpiBuffers;
-                        const u32 cb = c_buf(c, cbi);
-                        mbar_wait(c_full(c, cbi), (e / kEpiBuffers) & 1u, "c_full (epilogue C buffers)");
-#if BIAS && BIAS_ON_ROWS
-                        const float bias_r0 = grow0 < M ? load_bias(bias, grow0) : 0.f;
-                        const float bias_r1 = grow0 + 8 < M ? load_bias(bias, grow0 + 8) : 0.f;
-#endif
-#pragma unroll
-                        for (u32 q = 0; q < kChunkRegs / 4; ++q) {
-#if BIAS && !BIAS_ON_ROWS
-                            const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
-                            const float b0 = gcol < N ? load_bias(bias, gcol) : 0.f;
-                            const float b1 = gcol + 1 < N ? load_bias(bias, gcol + 1) : 0.f;
-#endif
-#pragma unroll
-                            for (u32 h = 0; h < 2; ++h) {
-                                const u32 r = q * 4u + h * 2u;
-                                add_c_pair(v[r], v[r + 1], cb, row0 + 8u * h, 8u * q + 2u * (lane & 3u), beta);
-#if BIAS && BIAS_ON_ROWS
-                                v[r] += h ? bias_r1 : bias_r0;
-                                v[r + 1] += h ? bias_r1 : bias_r0;
-#elif BIAS
-                                v[r] += b0;
-                                v[r + 1] += b1;
-#endif
-                                v[r] = activate(v[r]);
-                                v[r + 1] = activate(v[r + 1]);
-                            }
-                        }
-                        release_c_buffer(c_empty(c, cbi), lane);
-                    }
-#else
 #if HAS_C
                     {
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
@@ -1159,7 +1084,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         }
                     }
 
-#endif  // FUSED_EPI
                     // Staging buffers alternate over the chunk sequence; each
                     // stored chunk commits one bulk group, so the group that last
                     // read `buf` is never the newest one.  A half that starts at or

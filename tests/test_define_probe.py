@@ -70,7 +70,7 @@ def test_define_ab_arguments():
     assert args.shapes == [(4096, 4096, 4096), (128, 8192, 8192)] and args.fp8_shapes == []
     assert args.block_shapes == [(4096, 7168, 16384)] and args.dtype == ["bfloat16", "float16"]
     assert args.epilogue is False and args.block_m is None
-    args = ab.parse_args(["--defines", "FUSED_EPI=1", "--epilogue", "--block-m", "192", "--shapes", "1536x1536x4096"])
+    args = ab.parse_args(["--defines", "SPLIT_SPREAD=0", "--epilogue", "--block-m", "192", "--shapes", "1536x1536x4096"])
     assert args.epilogue is True and args.block_m == 192
     for bad in (["--defines", "X=1"], ["--defines", "X", "--shapes", "64x64x64"],
                 ["--defines", "X=1", "--shapes", "64x64x64", "--rounds", "0"],

@@ -97,21 +97,6 @@ def test_tall_epilogue_spills_stay_out_of_the_mainloop(tmp_path):
         assert "GMMA" in "".join(ops) and not {"LDL", "STL"} & set(ops), cfg.spec.label
 
 
-def test_fused_epilogue_experiment_has_no_tall_spills():
-    """FUSED_EPI=1 (an experiment behind a define, stop 21): reading C inside
-    the bias/activation loop leaves the tall C + bias + 16-bit kernels without
-    the spills of the default epilogue (test above); the 128-row C + bias
-    kernels compile without spills too."""
-    from rawcoop.compiler import KernelSpec
-    for kind, out, bm in ((gc.BF16, 1, 192), (gc.FP16, 0, 192), (gc.TF32, 1, 192), (gc.E4M3, 1, 192),
-                          (gc.BF16, 1, 128)):
-        cfg = gc.GemmConfig(192 if bm == 192 else 256, kind, out_type=out, has_c=True, bias=1, act=2, block_m=bm)
-        spec = KernelSpec(cfg.spec.source, cfg.spec.name, tuple(sorted(cfg.spec.defines + (("FUSED_EPI", 1),))))
-        r = compiler.compile_spec(spec)
-        usage = compiler.resource_usage(r.log)
-        assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, (spec.label, usage)
-
-
 def test_tall_schedule_slots_and_workspace():
     sched = scheduler.schedule(1536, 768, 192, 192, 132, k=65536, block_k=64)
     dec = sched.decomposition
