@@ -243,8 +243,9 @@ def all_configs() -> list[GemmConfig]:
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
     too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
-    column-major), with 1x2 clusters too (one_row_pair_fits), and 192x192 /
-    192x128 tiles (choose_tall)."""
+    column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
+    192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
+    large problems (swap_for_waves_fits)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -252,6 +253,8 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk, pingpong=True))
                 out.append(GemmConfig(128, bf, ak, bk))
                 out.append(GemmConfig(256, bf, ak, bk))
+                out.append(GemmConfig(128, bf, ak, bk, d_colmajor=True))
+                out.append(GemmConfig(256, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
@@ -799,8 +802,14 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if block_m is None and nothing_forced:
         tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
-            return replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
-                           stages=0)           # 0: as many as fit (GemmConfig)
+            cfg = replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
+                          stages=0)            # 0: as many as fit (GemmConfig)
+        if swap_for_waves_fits(cfg, m, n, batch, kinds=kinds, out_fp32=out_fp32, block=block):
+            swapped = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
+                                  use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
+                                  block=block, swap=True)
+            if config_cost(swapped, m, n, k, sm_count) <= SWAP_WAVES_RATIO * config_cost(cfg, m, n, k, sm_count):
+                return swapped
     return cfg
 
 
@@ -842,6 +851,38 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
         if dec.splits >= 3 and dec.tiles_dp > 0:
             rounds += split_tail_overhead * (dec.splits - 1) / dec.splits
     return rounds * block_m * block_n / TILE_EFFICIENCY[(block_m, block_n)]
+
+
+def config_cost(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int) -> float:
+    """:func:`schedule_cost` of ``cfg`` on the user's M x N x K (the kernel's
+    N x M when ``cfg`` runs swap-AB), with choose_tall's split-tail term."""
+    km, kn = (n, m) if cfg.d_colmajor else (m, n)
+    tail = 0.0 if cfg.in_kind == TF32 else SPLIT_TAIL_OVERHEAD
+    return schedule_cost(km, kn, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k, tail)
+
+
+SWAP_WAVES_RATIO = 0.91
+"""plan_config: swap-AB for a large 16-bit problem when the swapped configuration's modelled schedule
+(:func:`config_cost`) is at most this share of the chosen one's.  H200, stop 22 (bench/NOTES.md calls
+5-6, batch timing, ratio to cuBLAS swapped vs the previous choice): model ratios <= 0.907 ran +5.0%
+geomean over 13 bf16/fp16 measurements out of sample (7040x896x8192 +21% / +18%, 2880x1408x2048 +9% /
++6%, 5696x1344x3072 +5% / +5%, 5056x4928x8192 +4% / +5%; 3712x1536x2048 -4% / -3% and 6656x5760x6144 -1%
+the losses) and +4.2% over ten in sample; at 0.92 - 0.923 -1.1% (fourteen measurements, nine slower).
+The swapped kernel stores D column-major, which the model does not see."""
+
+
+def swap_for_waves_fits(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tuple[int, int],
+                        out_fp32: bool, block: bool) -> bool:
+    """Whether plan_config compares ``cfg`` (the rules' choice with nothing
+    forced) with the swapped orientation (D^T = B^T A^T, tiles over N x M):
+    fp16/bf16, one batch, M and N >= TALL_MIN_M, a swap-AB kernel buildable,
+    ``cfg`` neither swapped already nor clustered nor narrower than 128.
+    The tile grid over N x M can quantise into whole waves where the one
+    over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
+    546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
+    return (kinds[0] == kinds[1] and kinds[0] in (FP16, BF16) and batches == 1
+            and min(m, n) >= TALL_MIN_M and swap_buildable(out_fp32=out_fp32, block=block)
+            and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128)
 
 
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
