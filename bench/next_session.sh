@@ -120,30 +120,19 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 22): a tf32 split-tail candidate, out of sample.  Stop 21 (bench/NOTES.md calls 8-9):
-# the fp16 term applied to tf32 as is won where it moved 128-row choices of <= ~5 waves to tall tiles
-# (+3% to +9%) and lost where it moved 192x192 away (-1% to -4%); charging only the 128-row side won on
-# three few-wave shapes (+2% to +6%) and lost on four 16-24-wave 128x128 ones (-4% to -7%).  Candidate
-# fitted on those 15: the term on the 128-row side only, and only when that choice runs <= 8 waves.
-# These eight random tf32 shapes (seed 23) are ones where the candidate changes today's choice (auto, the
-# 128-row tile; the candidate's tall tile in parentheses): 2048x6912x3072 (192x192), 5632x1664x8192
-# (192x128), 4096x2304x8192 (192x192), 3072x1792x8192 (192x192), 4096x1280x8192 (192x192),
-# 5376x3200x2048 (192x128), 7936x2688x3072 (192x192), 2688x3584x8192 (192x128).  Prediction: the
-# candidate's variant ahead on most rows; adopt only with a geomean gain and a second agreeing run.
-# Then the FUSED_EPI=1 kernel experiment (stop 21, compiled and spill-checked on the CPU only: C read
-# inside the bias/activation loop; the tall C + bias + 16-bit kernels lose their spills, every default
-# cubin is unchanged): its GPU test (bit-identical to the default kernels, float64 reference), then a
-# same-process A/B with C + bias + gelu on stop 20's tall shapes (call 9 put the spills' cost at 1-5%)
-# and on two 128-row shapes.  Prediction: tall +1% to +5%, 128-row +-1%; adopt (the define's branch
-# becomes the only epilogue) only if the test passes and the tall rows gain.
-add experiment 300 "$PY -m rawcoop bench --suite tf32 --tf32-shapes 2048x6912x3072,5632x1664x8192,4096x2304x8192,3072x1792x8192,4096x1280x8192,5376x3200x2048,7936x2688x3072,2688x3584x8192 \
---variants auto,block_m=192,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 \
---json $Q_OUT/exp_tf32_candidate.json; \
-RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest tests/test_tall_gpu.py -k fused_epilogue $PYTEST_OPTS; \
-$PY bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 --shapes 1536x1536x4096,1536x3072x4096,3072x1536x2048 \
---rounds 7 --json $Q_OUT/exp_fused_epi_tall.json; \
-$PY bench/define_ab.py --defines FUSED_EPI=1 --epilogue --shapes 4096x4096x4096,2048x2048x8192 --rounds 5 \
---json $Q_OUT/exp_fused_epi_128.json"
+# Experiment (stop 23): swap-AB for waves with per-tensor fp8, out of sample.  Stop 22 adopted the rule
+# for fp16/bf16 (gemm_configs.swap_for_waves_fits: swap when the swapped configuration's config_cost is
+# <= 0.91 of the choice's; +5.0% and +6.3% geomean on two out-of-sample draws, 12 of 12 faster in
+# NN/NT/TT).  For e4m3 one in-sample draw (call 10) was mixed: +1.6% / +3.4% geomean vs cuBLASLt
+# default / fast-accum, 4 of 6 faster, the two losers at model ratio 0.90.  These eight e4m3 shapes
+# (seed 32, model ratio 0.79-0.90; the old choice in parentheses): 7872x2432x4096 (128x256),
+# 5184x1152x2048 (192x128), 2304x3648x4096 (192x192), 2048x7296x8192 (128x256), 3328x4480x2048 (128x256),
+# 6528x832x2048 (192x128), 3584x4160x4096 (128x256), 7744x2368x8192 (128x256).  `swap=1` against auto
+# (still the old choice for fp8).  Prediction: swap=1 ahead on most, geomean +2% to +4%; add E4M3 to
+# swap_for_waves_fits only with a geomean gain here too (threshold as for 16-bit unless the losers
+# cluster at one ratio).
+add experiment 300 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 \
+--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp8_swap_waves.json"
 fi
 
 N=${#NAMES[@]}

@@ -854,13 +854,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite tf32 --tf32-shapes 2048x6912x3072,5632x1664x8192,4096x2304x8192,"
-        "3072x1792x8192,4096x1280x8192,5376x3200x2048,7936x2688x3072,2688x3584x8192 "
-        "--variants auto,block_m=192,block_m=192:block_n=128",
-        "python -m pytest tests/test_tall_gpu.py -k fused_epilogue",
-        "python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --block-m 192 --shapes "
-        "1536x1536x4096,1536x3072x4096,3072x1536x2048",
-        "python bench/define_ab.py --defines FUSED_EPI=1 --epilogue --shapes 4096x4096x4096,2048x2048x8192",
+        "python -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,"
+        "2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 "
+        f"--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp8_swap_waves.json",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
