@@ -130,9 +130,15 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 # 6528x832x2048 (192x128), 3584x4160x4096 (128x256), 7744x2368x8192 (128x256).  `swap=1` against auto
 # (still the old choice for fp8).  Prediction: swap=1 ahead on most, geomean +2% to +4%; add E4M3 to
 # swap_for_waves_fits only with a geomean gain here too (threshold as for 16-bit unless the losers
-# cluster at one ratio).
+# cluster at one ratio).  Then tf32 (fp32 output: swap-AB needs the fp32 column-major epilogue, new in
+# stop 22; call 11 in sample: 6080x832x2048 +11%, 4928x1664x2048 +19%, 5376x3200x2048 +6%) on eight seed-33
+# shapes at model ratio 0.88-0.89: 6592x3456x2048, 5824x3136x2048, 6080x1408x2048, 7040x2688x8192,
+# 6016x1408x4096, 4800x2112x2048, 4544x4160x8192, 6720x832x4096.  Same prediction and bar; fp32 output
+# joins the rule (not out_fp32 in swap_for_waves_fits) only with it.
 add experiment 300 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 \
---variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp8_swap_waves.json"
+--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp8_swap_waves.json; \
+$PY -m rawcoop bench --suite tf32 --tf32-shapes 6592x3456x2048,5824x3136x2048,6080x1408x2048,7040x2688x8192,6016x1408x4096,4800x2112x2048,4544x4160x8192,6720x832x4096 \
+--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tf32_swap_waves.json"
 fi
 
 N=${#NAMES[@]}

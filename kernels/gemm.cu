@@ -282,7 +282,10 @@ constexpr u32 kStageBytes = kABytes + kBBytes;
 constexpr u32 kAtomBytes = 64 * BLOCK_K * kInBytes;          // one 64-wide MN-major box (16-bit only): 8 KB
 // Epilogue chunk: 64 rows × kEpiCols columns = 8 KB, 128-byte lines.
 //   row-major:    a line is a row of kEpiCols elements
-//   column-major: a line is a column of 64 16-bit elements
+//   column-major: a line is a column of 64 16-bit elements; fp32: a column's
+//                 64 values take two lines, so the chunk is two boxes of 32
+//                 rows × 32 columns (4 KB each, rows 32-63 at +4 KB), two TMA
+//                 loads (C) or stores (D) per chunk (colmajor_f32 below)
 constexpr u32 kEpiCols = 128 / kOutBytes;
 constexpr u32 kEpiBytes = 64 * 128;
 constexpr u32 kConsumers = BLOCK_M / 64;                     // cooperative: one 64-row half (third) each
@@ -330,8 +333,6 @@ static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 1
 static_assert((CLUSTER_M == 1 || CLUSTER_M == 2) && (CLUSTER_N == 1 || CLUSTER_N == 2) && RC_CLUSTER <= 2,
               "clusters: 1x1, 2x1 (CLUSTER_M = 2) or 1x2 (CLUSTER_N = 2)");
 static_assert(CLUSTER_M == 1 || BLOCK_N >= 128, "a 2x1 cluster splits B into halves of whole 64-wide atoms");
-static_assert(!(D_COLMAJOR && OUT_TYPE == 2) && !(C_COLMAJOR && OUT_TYPE == 2),
-              "column-major epilogue tensors are 16-bit only");
 static_assert(SCALE_MODE == 0 || SCALE_MODE == 1, "SCALE_MODE: 0 per-tensor, 1 block-scaled");
 static_assert(!RC_BLOCK_SCALED || RC_FP8, "block scales (SCALE_MODE 1) are for fp8 inputs");
 static_assert(!RC_BLOCK_SCALED || BLOCK_N <= 128,
@@ -491,6 +492,13 @@ RC_DEVICE void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int k
 // Address of byte `x` of 128-byte line `line` in a 128B-swizzled buffer.
 RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
     return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
+}
+
+// fp32 element (row, col) of a column-major epilogue chunk (C or D with the
+// kernel's M contiguous): box row / 32 (4 KB of 32 lines), line col, byte
+// 4 · (row % 32) of it.
+RC_DEVICE u32 colmajor_f32(u32 buf, u32 row, u32 col) {
+    return swz(buf + (row / 32u) * 4096u, col, (row % 32u) * 4u);
 }
 
 // Trimmed boxes.  A K-major operand with fewer rows than its tile (M < 128
@@ -663,7 +671,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                         mbar_wait(c_empty(c, b), ph ^ 1u, "c_empty (epilogue C buffers)");
                         mbar_arrive_expect_tx(c_full(c, b), kEpiBytes);
-#if C_COLMAJOR
+#if C_COLMAJOR && OUT_TYPE == 2
+                        // two 32-row boxes (the second's rows may lie past M: zero-filled, still 4 KB)
+                        tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), row, col, lc);
+                        tma_load_3d(c_buf(c, b) + 4096u, &map_c, c_full(c, b), row + 32, col, lc);
+#elif C_COLMAJOR
                         tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), row, col, lc);
 #else
                         tma_load_3d(c_buf(c, b), &map_c, c_full(c, b), col, row, lc);
@@ -1033,7 +1045,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                                 const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
                                 const u32 cc = 8u * q + 2u * (lane & 3u);      // column inside the chunk
                                 float c0, c1;
-#if C_COLMAJOR
+#if C_COLMAJOR && OUT_TYPE == 2
+                                c0 = ld_shared_f32(colmajor_f32(cb, row, cc));
+                                c1 = ld_shared_f32(colmajor_f32(cb, row, cc + 1u));
+#elif C_COLMAJOR
                                 c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
                                 c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
 #elif OUT_TYPE == 2
@@ -1105,7 +1120,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         for (u32 h = 0; h < 2; ++h) {
                             const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
                             const u32 cc = 8u * q + 2u * (lane & 3u);
-#if D_COLMAJOR
+#if D_COLMAJOR && OUT_TYPE == 2
+                            st_shared_f32(colmajor_f32(buf, row, cc), v[r]);
+                            st_shared_f32(colmajor_f32(buf, row, cc + 1u), v[r + 1]);
+#elif D_COLMAJOR
                             const u32 p = pack_out16(v[r], v[r + 1]);
                             st_shared_u16(swz(buf, cc, row * 2u), (u16)(p & 0xFFFFu));
                             st_shared_u16(swz(buf, cc + 1u, row * 2u), (u16)(p >> 16));
@@ -1118,7 +1136,12 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     fence_proxy_async_smem();
                     named_barrier_sync(1 + c, 128);
                     if (tid == 0 && rows_in) {
-#if D_COLMAJOR
+#if D_COLMAJOR && OUT_TYPE == 2
+                        // two 32-row boxes in one bulk group; the second only where it has rows
+                        tma_store_3d(&map_d, buf, m0 + int(half * 64u), col0, ld);
+                        if (m0 + int(half * 64u) + 32 < M)
+                            tma_store_3d(&map_d, buf + 4096u, m0 + int(half * 64u) + 32, col0, ld);
+#elif D_COLMAJOR
                         tma_store_3d(&map_d, buf, m0 + int(half * 64u), col0, ld);
 #else
                         tma_store_3d(&map_d, buf, col0, m0 + int(half * 64u), ld);

@@ -223,6 +223,9 @@ RC_DEVICE void st_shared_u32(u32 addr, u32 v) {
 RC_DEVICE void st_shared_u16(u32 addr, u16 v) {
     asm volatile("st.shared.b16 [%0], %1;" :: "r"(addr), "h"(v) : "memory");
 }
+RC_DEVICE void st_shared_f32(u32 addr, float v) {
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory");
+}
 RC_DEVICE void st_shared_f32x2(u32 addr, float a, float b) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(a), "f"(b) : "memory");
 }

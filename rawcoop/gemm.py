@@ -21,7 +21,8 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     more arguments, pointers to the 1-element fp32 scales (0: none); Python
     float scales are folded into alpha on the host instead.
   * D, C: row-major → dims (N, M, L), box (EPI_COLS, 64, 1); column-major (in
-    the kernel's view) → dims (M, N, L), box (64, 64, 1).  All 128B-swizzled.
+    the kernel's view) → dims (M, N, L), box (EPI_COLS, EPI_COLS, 1): 64 x 64
+    16-bit, 32 x 32 fp32 (two boxes per 64-row chunk).  All 128B-swizzled.
   * Small M (≤ 64 < N): when one row of 128x64 tiles fills 90-100% of the
     SMs, it runs as is over the whole K (A's box trimmed to round8(M) lines);
     otherwise the host hands the kernel the transposed problem Dᵀ = Bᵀ·Aᵀ
@@ -345,8 +346,6 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
                              "(slicing at an element offset that is not a multiple of 16 bytes causes this)")
     if use_c:
         c_rowmajor, c_pitch = matrix_layout("c", c, "N", "M")
-        if not c_rowmajor and out_name == "float32":
-            raise ValueError("c: a float32 c must be row-major (unit stride along N); pass cupy.ascontiguousarray(c)")
         c_bs, c_batched = batch_info("c", c, batch)
         if c.data.ptr % 16:
             raise ValueError(f"c: base address 0x{c.data.ptr:x} is not 16-byte aligned, as TMA needs")
@@ -369,8 +368,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
             _pingpong, _streamk, _block_m = tuned.get("pingpong"), tuned.get("streamk"), tuned.get("block_m")
-    out_fp32 = out_name == "float32"
-    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(out_fp32=out_fp32, block=block)  # tune may swap
+    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(block=block)  # tune may swap
     cfg = gemm_configs.plan_config(
         m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
         use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
@@ -469,8 +467,9 @@ class _Plan:
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
-        if colmajor_kernel:     # lines are the kernel's columns: memory (M', N') with M' contiguous
-            return tma.tiled(self.dt_out, ptr, (self.km, self.kn, lx), (pitch, bstride), (64, 64, 1), sw)
+        if colmajor_kernel:     # lines are (parts of) the kernel's columns: memory (M', N') with M' contiguous
+            box = (self.epi_cols, self.epi_cols, 1)    # 64 x 64 16-bit; fp32: 32 x 32, two boxes per chunk
+            return tma.tiled(self.dt_out, ptr, (self.km, self.kn, lx), (pitch, bstride), box, sw)
         return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.epi_cols, 64, 1), sw)
 
     def run(self, cp, out):

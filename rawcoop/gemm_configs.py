@@ -302,6 +302,13 @@ def epilogue_configs() -> list[GemmConfig]:
     # swap-AB epilogue (column-major C/D, bias on rows) with silu, 128 wide, M-major A
     out.append(GemmConfig(192, True, True, False, 2, True, False, False, 1, False, 2, block_m=TALL_BLOCK_M))
     out.append(GemmConfig(128, False, False, True, 0, True, True, True, 3, True, 3, block_m=TALL_BLOCK_M))
+    # fp32 output column-major (swap-AB with fp32 out, or a column-major fp32 C; stop 22): two 32-row
+    # boxes per chunk - 128x256 swapped with C and bias on rows, 128x64 ping-pong with a column-major C
+    # only, 128x128 with C row-major and D column-major, a 192-row tile
+    out.append(GemmConfig(256, True, True, True, 2, True, True, True, 1, True, 2))
+    out.append(GemmConfig(64, False, False, True, 2, True, True, False, 3, False, 3, pingpong=True))
+    out.append(GemmConfig(128, False, True, False, 2, True, False, True, 0, False, 1))
+    out.append(GemmConfig(192, True, True, True, 2, True, True, True, 1, True, 2, block_m=TALL_BLOCK_M))
     return out
 
 
@@ -369,6 +376,10 @@ def lowp_epilogue_configs() -> list[GemmConfig]:
     out.append(GemmConfig(128, E4M3, True, True, 1, False, False, False, 0, False, 0, pingpong=True,
                           b_kind=E5M2, cluster_n=2))
     out.append(GemmConfig(256, E5M2, True, True, 0, True, False, False, 3, False, 3, cluster_n=2))
+    # fp32 output column-major (stop 22): tf32 swap-AB with C and bias on rows; fp8 with a column-major C
+    out.append(GemmConfig(256, TF32, True, True, 2, True, True, True, 1, True, 2))
+    out.append(GemmConfig(128, TF32, True, True, 2, False, False, True, 0, False, 0, pingpong=True))
+    out.append(GemmConfig(128, E4M3, True, True, 2, True, True, False, 2, False, 1))
     return out
 
 
@@ -486,27 +497,28 @@ def one_row_pair_fits(m: int, n: int, k: int, batches: int, sm_count: int, *, in
             and ONE_ROW_PAIR_K[0] <= k <= ONE_ROW_PAIR_K[1] and one_row_narrow_fits(m, n, batches, sm_count))
 
 
-def swap_buildable(*, out_fp32: bool, block: bool) -> bool:
-    """Whether a swap-AB kernel exists for the call: it stores D^T through a
-    column-major epilogue, which is not built for fp32 output, and
+def swap_buildable(*, block: bool) -> bool:
+    """Whether a swap-AB kernel exists for the call (it stores D^T through a
+    column-major epilogue, built for every output type since stop 22):
     block-scaled fp8 never swaps (its scales are laid out per row of A)."""
-    return not (out_fp32 or block)
+    return not block
 
 
 def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: bool, block: bool) -> bool:
-    """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for fp32
-    output (no column-major fp32 epilogue is built) or block-scaled fp8;
-    else the forced ``_swap``; else for M <= 64 < N, unless one row of
+    """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for
+    block-scaled fp8; else the forced ``_swap``; else not for fp32 output
+    (its column-major epilogue exists since stop 22, the automatic choice
+    was measured with 16-bit output only); else for M <= 64 < N, unless one row of
     128x64 whole-K tiles fits (:func:`one_row_narrow_fits`), which ran
     faster than swap-AB (128x64 tiles on N and split-K) on the H200
     (NOTES, "Session of 2026-11-30 (stop 12)"): bf16 64x8192x8192 0.999 vs
     0.979 of cuBLAS, 32x8192x8192 0.952 vs 0.918; fp8 e4m3 64x8192x8192
     0.969 vs 0.912 of cuBLASLt."""
-    if not swap_buildable(out_fp32=out_fp32, block=block):
+    if not swap_buildable(block=block):
         return False
     if swap is not None:
         return bool(swap)
-    return m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
+    return not out_fp32 and m <= 64 < n and not one_row_narrow_fits(m, n, batches, sm_count)
 
 
 WIDE_SPLIT_MIN_K = 16384           # wide_split_k_fits, on a tie: K each split of a 128x256 tile keeps at least
@@ -757,7 +769,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     out_fp32 = out_name == "float32"
     nothing_forced = all(x is None for x in (swap, block_n, cluster, splits, pingpong, streamk))
     if (nothing_forced
-            and swap_buildable(out_fp32=out_fp32, block=block) and kinds[0] == kinds[1]
+            and not out_fp32 and swap_buildable(block=block) and kinds[0] == kinds[1]
             and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0])):
         swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
@@ -881,7 +893,7 @@ def swap_for_waves_fits(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds:
     over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
     546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
     return (kinds[0] == kinds[1] and kinds[0] in (FP16, BF16) and batches == 1
-            and min(m, n) >= TALL_MIN_M and swap_buildable(out_fp32=out_fp32, block=block)
+            and min(m, n) >= TALL_MIN_M and not out_fp32 and swap_buildable(block=block)
             and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128)
 
 

@@ -857,6 +857,8 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         "python -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,"
         "2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 "
         f"--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp8_swap_waves.json",
+        "python -m rawcoop bench --suite tf32 --tf32-shapes 6592x3456x2048,5824x3136x2048,6080x1408x2048,"
+        "7040x2688x8192,6016x1408x4096,4800x2112x2048,4544x4160x8192,6720x832x4096 --variants auto,swap=1",
     ])
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text

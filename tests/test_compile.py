@@ -284,14 +284,15 @@ def test_swap_choice_rule():
     assert not choose_swap(None, 65, 4096, 1, 132, **kw)           # M > 64: never by default
     assert not choose_swap(None, 16, 64, 1, 132, **kw)             # N <= 64
     assert choose_swap(True, 64, 8192, 1, 132, **kw) and not choose_swap(False, 16, 4096, 1, 132, **kw)
-    assert not choose_swap(True, 16, 4096, 1, 132, out_fp32=True, block=False)
+    assert choose_swap(True, 16, 4096, 1, 132, out_fp32=True, block=False)      # forced: fp32 out swaps (stop 22)
+    assert not choose_swap(None, 16, 4096, 1, 132, out_fp32=True, block=False)  # ... not by itself
     assert not choose_swap(True, 16, 4096, 1, 132, out_fp32=False, block=True)
     for kind in (BF16, E4M3):
         small = config_for_problem(16, 8192, 8192, kind, True, True)
         assert not small.d_colmajor and small.block_n == 64 and small.spec == config_for_problem(
             64, 8192, 4096, kind, True, True).spec                  # the same 128x64 one-row kernel
         assert config_for_problem(16, 4096, 8192, kind, True, True).d_colmajor      # swap-AB: D column-major
-    assert not config_for_problem(16, 4096, 8192, TF32, True, True).d_colmajor   # fp32 out: never swapped
+    assert not config_for_problem(16, 4096, 8192, TF32, True, True).d_colmajor   # fp32 out: not swapped by itself
 
 
 def test_trimmed_lines_rule():

@@ -98,7 +98,9 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     seed's first 1000 (sha256 of the lines as the fuzzer drew them before
     tf32/fp8 existed).  A deliberate change of the draw updates the digest.
     Stream-K (stop 11) and 192-row tiles (stop 19) come from generators of
-    their own: with them masked out the lines are unchanged."""
+    their own: with them masked out the lines are unchanged.  Stop 22: fp32
+    outputs keep a drawn column-major C (the fp32 column-major epilogue),
+    which changed those lines (digest updated)."""
     from dataclasses import replace
     from test_regressions_gpu import _case_831
     assert _fuzz.draw(7, 831) == _case_831()
@@ -107,7 +109,7 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     lines = [_fuzz.reproducer(replace(p, streamk=False, block_m=None)) for p in drawn]
     assert len(lines) == 554
     assert hashlib.sha256("\n".join(lines).encode()).hexdigest() == \
-        "f7e5632952a5d52ec239012e0c33b9f7cca64280433008bef430e42f353f517b"
+        "2bf1448e091d4b9bcc8f102f11a49d4f287db88ea90ad1e6eb2a9bb80c63c38f"
 
 
 @pytest.fixture(scope="module")
@@ -117,15 +119,19 @@ def draws():
 
 def test_draws_are_legal_for_gemm(draws):
     """gemm's own stride/layout checks pass on every drawn geometry and the
-    kernel configuration exists (no ValueError/TypeError by construction)."""
+    kernel configuration exists (no ValueError/TypeError by construction);
+    fp32 outputs come with column-major C and forced swap-AB too (stop 22)."""
     from rawcoop import gemm_configs
+    fp32_colmajor = 0
     for p in draws:
         cfg = _fuzz.predicted_config(p)            # raises ValueError like gemm's validation would
+        if p.out_dtype == "float32" and (p.c_kind == "col" or p.swap):
+            fp32_colmajor += 1
+            assert cfg.c_colmajor or cfg.d_colmajor, cfg.spec.label
         assert cfg.block_n in (gemm_configs.BLOCK_NS if cfg.block_m == gemm_configs.BLOCK_M
                                else gemm_configs.TALL_BLOCK_NS)
         assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
         assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256))
-        assert not (p.out_dtype == "float32" and p.c_kind == "col")
         assert p.m >= 1 and p.n >= 1 and p.k >= 1
         if p.out_kind == "inplace":
             assert p.c_kind == "row" and not p.c_2d
@@ -158,6 +164,7 @@ def test_draws_are_legal_for_gemm(draws):
             kb = -(-p.k // 128)
             assert lay["scale_a"][0][-2:] == (p.m, kb) and lay["scale_a"][1][-2] == 4      # M-major
             assert lay["scale_b"][0][-2:] == (-(-p.n // 128), kb)
+    assert fp32_colmajor > 0                       # the draw does exercise the fp32 column-major epilogue
 
 
 def test_draws_plan_on_the_cpu_as_predicted(draws, monkeypatch):

@@ -289,7 +289,7 @@ def test_tf32_plan(planning):
     plan = build(a, b, precision="tf32")
     cfg = plan.cfg
     assert (cfg.in_kind, cfg.b_kind, cfg.block_k, cfg.out_type) == (2, 2, 32, 2)
-    assert not cfg.d_colmajor                                # fp32 out: no column-major epilogue, no swap
+    assert not cfg.d_colmajor                                # fp32 out: not swapped by itself
     map_a, map_b = planning[:2]
     assert map_a.dtype == tma.DType.FLOAT32 and map_a.box == (32, 16, 1)   # M = 16 < 128: a trimmed box
     assert map_b.box == (32, cfg.block_n, 1)
