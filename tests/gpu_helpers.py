@@ -31,6 +31,20 @@ def assert_rel_err(cp, d, ref, tol):
     assert np.isfinite(e) and e < tol, f"relative error {e:.3e} (tolerance {tol:.1e})"
 
 
+def run_twice(cp, rawcoop, a, b, shape, dt, **kw):
+    """``rawcoop.gemm(a, b, out=d, **kw)`` twice, each into a fresh output
+    of ``dt`` poisoned with NaN (unwritten tiles show); the two results
+    must be bit-identical (determinism).  Returns the first."""
+    outs = []
+    for _ in range(2):
+        d = cp.full(shape, float("nan"), dtype=cp.float32).astype(dt)
+        rawcoop.gemm(a, b, out=d, **kw)
+        outs.append(d)
+    view = cp.uint32 if outs[0].dtype.itemsize == 4 else cp.uint16
+    assert cp.array_equal(outs[0].view(view), outs[1].view(view)), "not deterministic"
+    return outs[0]
+
+
 def run_in_threads(work, args):
     """Run ``work(arg, barrier)`` in one thread per ``arg``, all sharing a
     ``threading.Barrier`` (for a synchronised start); the first exception of

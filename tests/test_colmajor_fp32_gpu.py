@@ -30,15 +30,10 @@ def _c(cp, m, n, order, seed):
 
 
 def _run_twice(cp, rawcoop, a, b, shape, **kw):
+    """The plan fp32 output gets, and its output (gpu_helpers.run_twice)."""
     from rawcoop.gemm import _plan_for
     plan = _plan_for(a, b, out_dtype=cp.float32, **kw)
-    outs = []
-    for _ in range(2):
-        d = cp.full(shape, float("nan"), dtype=cp.float32)
-        rawcoop.gemm(a, b, out=d, out_dtype=cp.float32, **kw)
-        outs.append(d)
-    assert cp.array_equal(outs[0].view(cp.uint32), outs[1].view(cp.uint32)), "not deterministic"
-    return plan, outs[0]
+    return plan, gpu_helpers.run_twice(cp, rawcoop, a, b, shape, cp.float32, out_dtype=cp.float32, **kw)
 
 
 @pytest.mark.parametrize("c_order", [None, "row", "col"])

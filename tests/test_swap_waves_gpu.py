@@ -22,16 +22,6 @@ def _operands(cp, m, n, k, dt, layout, seed):
     return a, b
 
 
-def _run_twice(cp, rawcoop, a, b, shape, dt, **kw):
-    outs = []
-    for _ in range(2):
-        d = cp.full(shape, float("nan"), dtype=cp.float32).astype(dt)
-        rawcoop.gemm(a, b, out=d, **kw)
-        outs.append(d)
-    assert cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16)), "not deterministic"
-    return outs[0]
-
-
 def _expect_swapped(plan):
     from rawcoop import device
     if device.info(0).sm_count == 132:
@@ -49,7 +39,7 @@ def test_auto_swap_for_waves(m, n, k, layout, dt_name):
     dt = gpu_helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, layout, 41)
     _expect_swapped(_plan_for(a, b))
-    d = _run_twice(cp, rawcoop, a, b, (m, n), dt)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
@@ -68,9 +58,9 @@ def test_auto_swap_for_waves_epilogue(c_order):
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 46)
     kw = dict(c=c, alpha=1.5, beta=-0.5, bias=bias, activation="gelu")
     _expect_swapped(_plan_for(a, b, **kw))
-    d = _run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
     ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias, "gelu")
     gpu_helpers.assert_rel_err(cp, d, ref, TOL["bfloat16"])
     # the un-swapped kernels compute the same function
-    d0 = _run_twice(cp, rawcoop, a, b, (m, n), dt, _swap=False, **kw)
+    d0 = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _swap=False, **kw)
     gpu_helpers.assert_rel_err(cp, d, d0.astype(cp.float64), TOL["bfloat16"])

@@ -22,17 +22,6 @@ def _operands(cp, m, n, k, dt, layout, seed, batch=None):
     return a, b
 
 
-def _run_twice(cp, rawcoop, a, b, shape, dt, **kw):
-    outs = []
-    for _ in range(2):
-        d = cp.full(shape, float("nan"), dtype=cp.float32).astype(dt)
-        rawcoop.gemm(a, b, out=d, **kw)
-        outs.append(d)
-    view = cp.uint32 if dt == cp.float32 else cp.uint16
-    assert cp.array_equal(outs[0].view(view), outs[1].view(view)), "tall tiles: not deterministic"
-    return outs[0]
-
-
 @pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
 @pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
 @pytest.mark.parametrize("m,n,k,kw", [
@@ -50,7 +39,7 @@ def test_tall_tiles(m, n, k, kw, layout, dt_name):
     a, b = _operands(cp, m, n, k, dt, layout, 11)
     plan = _plan_for(a, b, _block_m=192, **kw)
     assert plan.cfg.block_m == 192 and plan.threads == 512
-    d = _run_twice(cp, rawcoop, a, b, (m, n), dt, _block_m=192, **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _block_m=192, **kw)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
@@ -71,7 +60,7 @@ def test_tall_tiles_epilogue(out_name, c_order):
     for act, kw in (("gelu", {}), ("silu", dict(_splits=3)), ("relu", dict(_block_n=128))):
         ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias,
                     act)
-        d = _run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias, activation=act,
+        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias, activation=act,
                        out_dtype=odt, _block_m=192, **kw)
         gpu_helpers.assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
 
@@ -84,11 +73,11 @@ def test_tall_tiles_batched_and_swapped():
     dt = gpu_helpers.dtype("float16")
     a, b = _operands(cp, 700, 500, 1504, dt, "TN", 31, batch=3)
     b = b[0]
-    d = _run_twice(cp, rawcoop, a, b, (3, 700, 500), dt, _block_m=192)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (3, 700, 500), dt, _block_m=192)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
     a, b = _operands(cp, 48, 3000, 2000, dt, "TN", 33)
     bias = gpu_helpers.rand(cp, (3000,), cp.float32, 35)
-    d = _run_twice(cp, rawcoop, a, b, (48, 3000), dt, bias=bias, _block_m=192)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (48, 3000), dt, bias=bias, _block_m=192)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + bias, TOL["float16"])
 
 
@@ -109,7 +98,7 @@ def test_auto_tall_tiles(shape, block_n, dt_name):
     plan = _plan_for(a, b)
     if device.info(0).sm_count == 132:          # (the rule's model depends on the SM count)
         assert (plan.cfg.block_m, plan.cfg.block_n) == (gemm_configs.TALL_BLOCK_M, block_n), plan.cfg.spec.label
-    d = _run_twice(cp, rawcoop, a, b, (m, n), dt)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
@@ -145,12 +134,12 @@ def test_tall_tiles_tf32_fp8(kind, m, n, k, kw):
                                                 (0.75, 1.5))
     plan = _plan_for(a, b, _block_m=192, **extra, **kw)
     assert plan.cfg.block_m == 192 and plan.threads == 512
-    d = _run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32, _block_m=192, **extra, **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32, _block_m=192, **extra, **kw)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, tol["float32"])
     bf16 = gpu_helpers.dtype("bfloat16")
     c = gpu_helpers.rand(cp, (m, n + (-n) % 8), bf16, 54)[:, :n]     # (rows padded to 16 bytes for TMA)
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 55)
-    d = _run_twice(cp, rawcoop, a, b, (m, n), bf16, out_dtype=bf16, c=c, beta=0.5, bias=bias, _block_m=192,
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), bf16, out_dtype=bf16, c=c, beta=0.5, bias=bias, _block_m=192,
                    **extra, **kw)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64 + 0.5 * c.astype(cp.float64) + bias, 1e-2)
 
@@ -169,5 +158,5 @@ def test_auto_tall_tiles_tf32_fp8(kind):
     plan = _plan_for(a, b, **extra)
     if device.info(0).sm_count == 132:
         assert (plan.cfg.block_m, plan.cfg.block_n) == (192, 192), plan.cfg.spec.label
-    d = _run_twice(cp, rawcoop, a, b, (m, n), out, **extra)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), out, **extra)
     gpu_helpers.assert_rel_err(cp, d, ref, tol["float32" if kind == "tf32" else "bfloat16"])
