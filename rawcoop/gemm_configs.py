@@ -750,7 +750,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     (:func:`choose_block_n`, at most 128 block-scaled), cluster (:func:`choose_cluster`), stream-K
     (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`); then,
     with nothing forced (``block_m`` included), 192-row tiles instead where
-    :func:`choose_tall` says so.  Raises
+    :func:`choose_tall` says so, and the swapped orientation instead where
+    :func:`swap_for_waves_fits` and :func:`config_cost` say so.  Raises
     ValueError for forced options that no kernel combines.  One function for
     rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
     ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
@@ -880,6 +881,7 @@ SWAP_WAVES_RATIO = 0.91
 geomean over 13 bf16/fp16 measurements out of sample (7040x896x8192 +21% / +18%, 2880x1408x2048 +9% /
 +6%, 5696x1344x3072 +5% / +5%, 5056x4928x8192 +4% / +5%; 3712x1536x2048 -4% / -3% and 6656x5760x6144 -1%
 the losses) and +4.2% over ten in sample; at 0.92 - 0.923 -1.1% (fourteen measurements, nine slower).
+With 0.91, a third draw (call 7): +6.3% geomean, 18 of 20 faster; NN/NT/TT (call 9) 12 of 12 faster.
 The swapped kernel stores D column-major, which the model does not see."""
 
 
@@ -887,8 +889,9 @@ def swap_for_waves_fits(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds:
                         out_fp32: bool, block: bool) -> bool:
     """Whether plan_config compares ``cfg`` (the rules' choice with nothing
     forced) with the swapped orientation (D^T = B^T A^T, tiles over N x M):
-    fp16/bf16, one batch, M and N >= TALL_MIN_M, a swap-AB kernel buildable,
-    ``cfg`` neither swapped already nor clustered nor narrower than 128.
+    fp16/bf16 with 16-bit output (fp32 output: not measured yet), one batch,
+    M and N >= TALL_MIN_M, not block-scaled, ``cfg`` neither swapped
+    already nor clustered nor narrower than 128.
     The tile grid over N x M can quantise into whole waves where the one
     over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
     546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
