@@ -866,12 +866,17 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
     return rounds * block_m * block_n / TILE_EFFICIENCY[(block_m, block_n)]
 
 
+def split_tail_overhead(cfg: GemmConfig) -> float:
+    """The split-tail term of ``cfg``'s input kind (SPLIT_TAIL_OVERHEAD; none for tf32)."""
+    return 0.0 if cfg.in_kind == TF32 else SPLIT_TAIL_OVERHEAD
+
+
 def config_cost(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int) -> float:
     """:func:`schedule_cost` of ``cfg`` on the user's M x N x K (the kernel's
     N x M when ``cfg`` runs swap-AB), with choose_tall's split-tail term."""
     km, kn = (n, m) if cfg.d_colmajor else (m, n)
-    tail = 0.0 if cfg.in_kind == TF32 else SPLIT_TAIL_OVERHEAD
-    return schedule_cost(km, kn, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k, tail)
+    return schedule_cost(km, kn, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k,
+                         split_tail_overhead(cfg))
 
 
 SWAP_WAVES_RATIO = 0.91
@@ -940,10 +945,9 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
-    tail = 0.0 if cfg.in_kind == TF32 else SPLIT_TAIL_OVERHEAD
-    ours = schedule_cost(m, n, k, sm_count, BLOCK_M, cfg.block_n, cfg.stream_k, cfg.block_k, tail)
+    ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,
-                                    split_tail_overhead=tail), bn) for bn in TALL_BLOCK_NS)
+                                    split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in TALL_BLOCK_NS)
     return best if ours >= TALL_MIN_RATIO * cost else None
 
 
