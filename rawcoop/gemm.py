@@ -488,7 +488,8 @@ class _Plan:
             # storable and a result without `out` is returned as the padded buffer's view.
             # A storable `out` seen before has its D map in out_maps (by address and strides: shape and
             # dtype are the plan's), which skips the checks and the map lookup.
-            map_d = None if out is None else self.out_maps.get((out.data.ptr, out.strides))
+            out_key = None if out is None else (out.data.ptr, out.strides)
+            map_d = None if out_key is None else self.out_maps.get(out_key)
             temp = out is None or (map_d is None and not tma_storable(out, osz, batch))
             strided_result = False
             if temp:
@@ -519,7 +520,7 @@ class _Plan:
                 if not temp:
                     if len(self.out_maps) >= _OUT_MAPS_MAX:
                         self.out_maps.clear()
-                    self.out_maps[(out.data.ptr, out.strides)] = map_d
+                    self.out_maps[out_key] = map_d
             params = self.params
             with params.lock:
                 launch = self.launch
