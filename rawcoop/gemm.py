@@ -31,9 +31,9 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     (gemm_configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
     <= K <= 16384 (gemm_configs.one_row_pair_fits) runs swap-AB with 128x64
     tiles and 1x2 clusters: the CTA pairs multicast the streamed b.
-    Large fp16/bf16 problems run swap-AB too when the tile grid over N x M
-    fills whole waves where the one over M x N leaves a partial wave
-    (gemm_configs.swap_for_waves_fits).
+    Large fp16/bf16, tf32 and per-tensor fp8 problems run swap-AB too when
+    the tile grid over N x M fills whole waves where the one over M x N
+    leaves a partial wave (gemm_configs.swap_waves_limit).
   * grid = min(#SMs, #work units) persistent CTAs of 384 threads (512 with
     192-row tiles: a third consumer warpgroup); the work
     decomposition (data-parallel, split-K or stream-K for the partial last

@@ -245,7 +245,7 @@ def all_configs() -> list[GemmConfig]:
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
     column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
-    large problems (swap_for_waves_fits)."""
+    large problems (swap_waves_limit)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -334,9 +334,10 @@ def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
-    fp8 128x128 with 1x2 and 2x1 clusters, 192x192 and 192x128) with the
-    default output (fp32 for tf32, bf16 for fp8), and the swap-AB small-M tile
-    (128x64, D column-major: 16-bit output, so bf16)."""
+    fp8 128x128 with 1x2 and 2x1 clusters, 192x192 and 192x128, the 128x256 and
+    128x128 swap-AB tiles of swap_waves_limit) with the default output (fp32 for
+    tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
+    16-bit output, so bf16)."""
     out = []
     for ka, kb in LOWP_KIND_PAIRS:
         out.append(GemmConfig(128, ka, pingpong=True, b_kind=kb))
@@ -345,6 +346,8 @@ def lowp_configs() -> list[GemmConfig]:
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_n=2))
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
+        out.append(GemmConfig(128, ka, d_colmajor=True, b_kind=kb))       # swap-AB for waves
+        out.append(GemmConfig(256, ka, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, b_kind=kb))
         for bn in TALL_BLOCK_NS:            # 192-row tiles (choose_tall)
@@ -751,7 +754,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`); then,
     with nothing forced (``block_m`` included), 192-row tiles instead where
     :func:`choose_tall` says so, and the swapped orientation instead where
-    :func:`swap_for_waves_fits` and :func:`config_cost` say so.  Raises
+    :func:`swap_waves_limit` and :func:`config_cost` say so.  Raises
     ValueError for forced options that no kernel combines.  One function for
     rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
     ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
@@ -817,11 +820,12 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         if tall_n is not None:
             cfg = replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
                           stages=0)            # 0: as many as fit (GemmConfig)
-        if swap_for_waves_fits(cfg, m, n, batch, kinds=kinds, out_fp32=out_fp32, block=block):
+        limit = swap_waves_limit(cfg, m, n, batch, kinds=kinds, out_fp32=out_fp32, block=block)
+        if limit:
             swapped = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
                                   use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
                                   block=block, swap=True)
-            if config_cost(swapped, m, n, k, sm_count) <= SWAP_WAVES_RATIO * config_cost(cfg, m, n, k, sm_count):
+            if config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count):
                 return swapped
     return cfg
 
@@ -890,19 +894,39 @@ With 0.91, a third draw (call 7): +6.3% geomean, 18 of 20 faster; NN/NT/TT (call
 The swapped kernel stores D column-major, which the model does not see."""
 
 
-def swap_for_waves_fits(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tuple[int, int],
-                        out_fp32: bool, block: bool) -> bool:
-    """Whether plan_config compares ``cfg`` (the rules' choice with nothing
-    forced) with the swapped orientation (D^T = B^T A^T, tiles over N x M):
-    fp16/bf16 with 16-bit output (fp32 output: not measured yet), one batch,
-    M and N >= TALL_MIN_M, not block-scaled, ``cfg`` neither swapped
-    already nor clustered nor narrower than 128.
+SWAP_WAVES_TALL_RATIO_LOWP = 0.80
+"""plan_config: the ratio for tf32 and per-tensor fp8 when the choice is a 192-row tile (128-row
+choices use SWAP_WAVES_RATIO).  H200, stop 23 (bench/NOTES.md, batch timing, swapped vs the previous
+choice, two baselines each): from 128-row choices (model 0.83 - 0.906) e4m3 +2.8% to +9.9% on 7 of 7
+shapes, tf32 +8% to +18% on 7 of 7; from 192x192 at 0.791 e4m3 4 of 5 faster (+2% to +9%, 3008x1344x2048
++3% / -6%), tf32 5 of 5 (+6% to +15%); from 192-row choices at 0.85 - 0.907 mixed: e4m3 6336x896x2048
+-15%, 5568x3392x2048 -10% (and in stop 22's sample 192x128 at 0.85 -12% to -18%), tf32 -0.4% to +8%."""
+
+
+def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tuple[int, int],
+                     out_fp32: bool, block: bool) -> float:
+    """The largest modelled ratio (:func:`config_cost` of the swapped
+    orientation D^T = B^T A^T, tiles over N x M, to ``cfg``'s) at which
+    plan_config runs swap-AB instead of ``cfg`` (the rules' choice with
+    nothing forced); 0.0 where it never does.  The rule applies to one
+    batch, M and N >= TALL_MIN_M, ``cfg`` neither swapped already nor
+    clustered nor narrower than 128, and a swap-AB kernel (not
+    block-scaled): fp16/bf16 with 16-bit output SWAP_WAVES_RATIO (stop
+    22); tf32 (any output; measured with fp32) and per-tensor fp8 with
+    16-bit output (measured e4m3, bf16 out) SWAP_WAVES_RATIO from a 128-row
+    choice and SWAP_WAVES_TALL_RATIO_LOWP from a 192-row one (stop 23).
+    fp16/bf16 with fp32 output: not measured, never.
     The tile grid over N x M can quantise into whole waves where the one
     over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
     546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
-    return (kinds[0] == kinds[1] and kinds[0] in (FP16, BF16) and batches == 1
-            and min(m, n) >= TALL_MIN_M and not out_fp32 and swap_buildable(block=block)
-            and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128)
+    if not (batches == 1 and min(m, n) >= TALL_MIN_M and swap_buildable(block=block)
+            and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128):
+        return 0.0
+    if kinds[0] in (FP16, BF16) and kinds[1] == kinds[0]:
+        return 0.0 if out_fp32 else SWAP_WAVES_RATIO
+    if kinds == (TF32, TF32) or (is_fp8(kinds[0]) and is_fp8(kinds[1]) and not out_fp32):
+        return SWAP_WAVES_RATIO if cfg.block_m == BLOCK_M else SWAP_WAVES_TALL_RATIO_LOWP
+    return 0.0
 
 
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:

@@ -1,6 +1,7 @@
-"""CPU: swap-AB for large 16-bit problems whose tile grid over N x M
-quantises into fewer waves than the one over M x N
-(gemm_configs.swap_for_waves_fits, SWAP_WAVES_RATIO; bench/NOTES.md stop 22).
+"""CPU: swap-AB for large problems whose tile grid over N x M quantises
+into fewer waves than the one over M x N (gemm_configs.swap_waves_limit,
+SWAP_WAVES_RATIO, SWAP_WAVES_TALL_RATIO_LOWP; bench/NOTES.md stops 22-23:
+fp16/bf16, then tf32 and per-tensor fp8).
 The rule's scope, its choice on the shapes it was measured on, the fuzzer's
 oracle agreeing with rawcoop.gemm's plan, and the warm-up set covering the
 kernels it picks."""
@@ -19,12 +20,13 @@ def _auto(m, n, k, kind=gc.BF16, kmajor=(True, True), **kw):
 
 
 def _without_rule(m, n, k, **kw):
-    """The rules' choice as it was before swap_for_waves (SWAP_WAVES_RATIO 0: never shorter enough)."""
-    saved, gc.SWAP_WAVES_RATIO = gc.SWAP_WAVES_RATIO, 0.0
+    """The rules' choice as it was before swap-for-waves (both ratios 0: never shorter enough)."""
+    saved = gc.SWAP_WAVES_RATIO, gc.SWAP_WAVES_TALL_RATIO_LOWP
+    gc.SWAP_WAVES_RATIO = gc.SWAP_WAVES_TALL_RATIO_LOWP = 0.0
     try:
         return _auto(m, n, k, **kw)
     finally:
-        gc.SWAP_WAVES_RATIO = saved
+        gc.SWAP_WAVES_RATIO, gc.SWAP_WAVES_TALL_RATIO_LOWP = saved
 
 
 def _ratio(m, n, k, **kw):
@@ -56,24 +58,84 @@ def test_keeps_the_orientation_elsewhere(m, n, k):
 
 
 def test_rule_scope():
-    """Only fp16/bf16, one batch, M and N >= TALL_MIN_M, a swap-AB kernel
-    buildable (not fp32 out, not block-scaled), nothing forced."""
+    """One batch, M and N >= TALL_MIN_M, a swap-AB kernel buildable (not
+    block-scaled), nothing forced; fp16/bf16 and fp8 with 16-bit output only,
+    tf32 with any."""
     m, n, k = 7040, 896, 8192
     assert _auto(m, n, k, kmajor=(False, False)).d_colmajor      # any layout (16-bit MN-major operands)
-    assert not _auto(m, n, k, out_name="float32").d_colmajor
-    for kind in (gc.TF32, gc.E4M3):
-        cfg = _auto(m, n, k, kind)
-        assert not cfg.d_colmajor, cfg.spec.label
+    assert not _auto(m, n, k, out_name="float32").d_colmajor    # fp16/bf16 with fp32 out: not measured
+    m8, n8, k8 = 4352, 3904, 8192                                # e4m3 128x256 -> swapped (stop 23)
+    assert _auto(m8, n8, k8, gc.E4M3).d_colmajor
+    assert not _auto(m8, n8, k8, gc.E4M3, out_name="float32").d_colmajor
+    assert _auto(m8, n8, k8, gc.E5M2).d_colmajor
+    mixed = gc.plan_config(m8, n8, k8, 1, 132, kinds=(gc.E4M3, gc.E5M2), kmajor=(True, True), out_name="bfloat16",
+                           use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
+    assert mixed.d_colmajor and (mixed.in_kind, mixed.b_kind) == (gc.E5M2, gc.E4M3)   # the kernel's A is b
+    assert not gc.plan_config(m8, n8, k8, 1, 132, kinds=(gc.E4M3, gc.E4M3), kmajor=(True, True),
+                              out_name="bfloat16", use_c=False, c_rowmajor=True, bias_kind=0, activation=None,
+                              block=True).d_colmajor            # block-scaled: no swap-AB kernel
+    mt, nt, kt = 4288, 1856, 4096                                # tf32 128x256 -> swapped
+    assert _auto(mt, nt, kt, gc.TF32, out_name="float32").d_colmajor
+    assert _auto(mt, nt, kt, gc.TF32, out_name="bfloat16").d_colmajor
     assert not _auto(m, n, k, block_n=256).d_colmajor               # anything forced: the rules' choice stands
     assert not _auto(m, n, k, splits=2).d_colmajor
     assert not gc.plan_config(m, n, k, 2, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16",
                               use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False).d_colmajor
     cfg = _auto(m, n, k)
-    assert gc.swap_for_waves_fits(_without_rule(m, n, k), m, n, 1, kinds=(gc.BF16, gc.BF16), out_fp32=False,
-                                  block=False)
-    assert not gc.swap_for_waves_fits(cfg, m, n, 1, kinds=(gc.BF16, gc.BF16), out_fp32=False, block=False)
-    assert not gc.swap_for_waves_fits(_without_rule(300, 8192, k), 300, 8192, 1, kinds=(gc.BF16, gc.BF16),
-                                      out_fp32=False, block=False)
+    bf = (gc.BF16, gc.BF16)
+    assert gc.swap_waves_limit(_without_rule(m, n, k), m, n, 1, kinds=bf, out_fp32=False,
+                               block=False) == gc.SWAP_WAVES_RATIO
+    assert not gc.swap_waves_limit(cfg, m, n, 1, kinds=bf, out_fp32=False, block=False)   # swapped already
+    assert not gc.swap_waves_limit(_without_rule(300, 8192, k), 300, 8192, 1, kinds=bf, out_fp32=False,
+                                   block=False)
+    assert not gc.swap_waves_limit(_without_rule(m, n, k), m, n, 1, kinds=(gc.FP16, gc.BF16), out_fp32=False,
+                                   block=False)                 # mixed 16-bit kinds: no kernel takes them
+
+
+# stop 23 (calls 2-3): (kind, out, M, N, K) measured faster swapped, out of sample - from 128-row choices
+# and from 192-row ones at model ratio 0.791 - and kept: 192-row choices at 0.85 - 0.907 (e4m3
+# 6336x896x2048 -15%, 5568x3392x2048 -10%; tf32 6720x2368x8192 -0.4%), and tf32 7040x2688x8192 (192x192,
+# 0.89: -1.6%)
+SWAPPED_LOWP = [(gc.E4M3, "bfloat16", 4352, 3904, 8192), (gc.E4M3, "bfloat16", 7744, 2176, 4096),
+                (gc.E4M3, "bfloat16", 2048, 7296, 8192), (gc.E4M3, "bfloat16", 2944, 1408, 8192),
+                (gc.E4M3, "bfloat16", 6016, 1408, 8192), (gc.TF32, "float32", 4288, 1856, 4096),
+                (gc.TF32, "float32", 6080, 1408, 2048), (gc.TF32, "float32", 7680, 640, 2048),
+                (gc.TF32, "float32", 1216, 4992, 8192), (gc.TF32, "float32", 3328, 1920, 2048)]
+KEPT_LOWP = [(gc.E4M3, "bfloat16", 6336, 896, 2048), (gc.E4M3, "bfloat16", 5568, 3392, 2048),
+             (gc.E4M3, "bfloat16", 5184, 1152, 2048), (gc.TF32, "float32", 6720, 2368, 8192),
+             (gc.TF32, "float32", 7040, 2688, 8192), (gc.E4M3, "bfloat16", 4096, 4096, 4096),
+             (gc.TF32, "float32", 8192, 8192, 8192)]
+
+
+@pytest.mark.parametrize("kind,out,m,n,k", SWAPPED_LOWP)
+def test_lowp_swaps_where_measured_faster(kind, out, m, n, k):
+    cfg = _auto(m, n, k, kind, out_name=out)
+    assert cfg.d_colmajor and cfg.block_m == 128 and cfg.block_n in (128, 256), cfg.spec.label
+    assert cfg == _auto(m, n, k, kind, out_name=out, swap=True)
+    old = _without_rule(m, n, k, kind=kind, out_name=out)
+    limit = gc.SWAP_WAVES_RATIO if old.block_m == gc.BLOCK_M else gc.SWAP_WAVES_TALL_RATIO_LOWP
+    assert _ratio(m, n, k, kind=kind, out_name=out) <= limit
+    assert cfg in gc.lowp_configs(), cfg.spec.label          # warm-up compiles it
+
+
+@pytest.mark.parametrize("kind,out,m,n,k", KEPT_LOWP)
+def test_lowp_keeps_the_orientation_elsewhere(kind, out, m, n, k):
+    assert not _auto(m, n, k, kind, out_name=out).d_colmajor
+
+
+def test_lowp_tall_choices_need_the_lower_ratio():
+    """From a 192-row choice tf32/fp8 swap only at model ratio <=
+    SWAP_WAVES_TALL_RATIO_LOWP; fp16/bf16 keep SWAP_WAVES_RATIO (stop 22's
+    measurements from 192-row choices at 0.85-0.907 were +4% geomean)."""
+    m, n, k = 6336, 896, 2048
+    old = _without_rule(m, n, k, kind=gc.E4M3)
+    assert old.block_m == gc.TALL_BLOCK_M and not old.d_colmajor
+    r = _ratio(m, n, k, kind=gc.E4M3)
+    assert gc.SWAP_WAVES_TALL_RATIO_LOWP < r <= gc.SWAP_WAVES_RATIO
+    assert gc.swap_waves_limit(old, m, n, 1, kinds=(gc.E4M3, gc.E4M3), out_fp32=False,
+                               block=False) == gc.SWAP_WAVES_TALL_RATIO_LOWP
+    m, n, k = 5696, 1344, 3072                                    # bf16 from 192x128 at 0.907: swapped
+    assert _without_rule(m, n, k).block_m == gc.TALL_BLOCK_M and _auto(m, n, k).d_colmajor
 
 
 def test_epilogue_follows_the_swap():
@@ -113,3 +175,23 @@ def test_warmup_set_has_the_swapped_tiles():
         for kmajor in ((True, True), (False, True), (True, False), (False, False)):
             cfg = _auto(m, n, k, kmajor=kmajor)
             assert cfg in gc.all_configs(), cfg.spec.label
+
+
+@pytest.mark.parametrize("kind,out", [(gc.E4M3, "bfloat16"), (gc.TF32, "float32")])
+def test_lowp_picks_on_random_shapes(kind, out):
+    """tf32 / e4m3 on random shapes: every swap the rule adds is within its
+    limit for the previous choice's tile height, is a kernel warm-up
+    compiles, and the rule fires on a few shapes, not most."""
+    rng = random.Random(7 + kind)
+    picked = 0
+    for _ in range(1200):
+        m, n = rng.randrange(384, 16385, 64), rng.randrange(384, 16385, 64)
+        k = rng.choice([1024, 2048, 4096, 8192, 16384])
+        cfg = _auto(m, n, k, kind, out_name=out)
+        old = _without_rule(m, n, k, kind=kind, out_name=out)
+        if cfg.d_colmajor and not old.d_colmajor:
+            picked += 1
+            limit = gc.SWAP_WAVES_RATIO if old.block_m == gc.BLOCK_M else gc.SWAP_WAVES_TALL_RATIO_LOWP
+            assert _ratio(m, n, k, kind=kind, out_name=out) <= limit, (m, n, k)
+            assert cfg in gc.lowp_configs(), cfg.spec.label
+    assert 0 < picked < 60                   # about 1% (36 / 25 of 3000 e4m3 / tf32 when added)

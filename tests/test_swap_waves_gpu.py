@@ -1,6 +1,6 @@
-"""GPU: large 16-bit problems that rawcoop.gemm runs swap-AB because the tile
-grid over N x M quantises into fewer waves (gemm_configs.swap_for_waves_fits,
-stop 22).  The automatic plan is the swapped one (on a 132-SM H100/H200, where
+"""GPU: large problems that rawcoop.gemm runs swap-AB because the tile grid
+over N x M quantises into fewer waves (gemm_configs.swap_waves_limit; stop 22
+fp16/bf16, stop 23 tf32 and per-tensor fp8).  The automatic plan is the swapped one (on a 132-SM H100/H200, where
 the rule's shapes were measured), and its output is right against a float64
 reference with a NaN-poisoned output, in all four layouts, with C (row- and
 column-major), alpha/beta, a bias and an activation, and bit-identical when
@@ -64,3 +64,50 @@ def test_auto_swap_for_waves_epilogue(c_order):
     # the un-swapped kernels compute the same function
     d0 = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _swap=False, **kw)
     gpu_helpers.assert_rel_err(cp, d, d0.astype(cp.float64), TOL["bfloat16"])
+
+
+@pytest.mark.parametrize("kind,out_name,m,n,k", [
+    ("tf32", "float32", 7680, 640, 2048),           # from 128x256
+    ("tf32", "float32", 3328, 1920, 2048),          # from 192x192 at model ratio 0.791
+    ("tf32", "bfloat16", 4288, 1856, 4096),
+    ("e4m3", "bfloat16", 2944, 1408, 8192),         # from 192x192
+    ("e4m3", "float16", 7744, 2176, 4096),          # from 128x256
+    ("e4m3xe5m2", "bfloat16", 4352, 3904, 8192),    # mixed kinds: the kernel's A is b (e5m2)
+], ids=lambda v: str(v))
+def test_auto_swap_for_waves_tf32_fp8(kind, out_name, m, n, k):
+    """tf32 (fp32 output: the column-major fp32 epilogue) and per-tensor fp8
+    run swapped by themselves; right against float64 of the exact inputs
+    (fp8: times the scales), NaN-poisoned, bit-identical when run again."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    from test_tall_gpu import _lowp_operands
+    a, b, a64, b64, extra, tol = _lowp_operands(cp, kind, m, n, k, 61, (0.75, 1.5))
+    dt = gpu_helpers.dtype(out_name)
+    _expect_swapped(_plan_for(a, b, out_dtype=dt, **extra))
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, out_dtype=dt, **extra)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, tol[out_name])
+
+
+@pytest.mark.parametrize("kind", ["tf32", "e4m3"])
+def test_auto_swap_for_waves_tf32_fp8_epilogue(kind):
+    """C (row-major: the swapped kernel's column-major C), alpha/beta, a bias
+    along N and relu through the swapped tf32 (fp32 out) / fp8 (bf16 out)
+    kernel; the un-swapped kernel computes the same."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    from test_tall_gpu import _lowp_operands
+    m, n, k = (7680, 640, 2048) if kind == "tf32" else (7744, 2176, 4096)
+    a, b, a64, b64, extra, _ = _lowp_operands(cp, kind, m, n, k, 71, (0.5, 2.0))
+    dt = cp.dtype(cp.float32) if kind == "tf32" else gpu_helpers.dtype("bfloat16")
+    c = gpu_helpers.rand(cp, (m, n), dt, 73)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 74)
+    kw = dict(c=c, alpha=1.5, beta=-0.5, bias=bias, activation="relu", out_dtype=dt, **extra)
+    _expect_swapped(_plan_for(a, b, **kw))
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    ref = cp.maximum(1.5 * (a64 @ b64) - 0.5 * c.astype(cp.float64) + bias, 0.0)
+    tol = 3e-3 if kind == "tf32" else 1e-2
+    gpu_helpers.assert_rel_err(cp, d, ref, tol)
+    d0 = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _swap=False, **kw)
+    gpu_helpers.assert_rel_err(cp, d, d0.astype(cp.float64), tol)
