@@ -244,6 +244,9 @@
 #ifndef BLOCK_M             // 128, or 192: three consumer warpgroups of 64 rows each (see "Tall tiles")
 #define BLOCK_M 128
 #endif
+#ifndef EPI_RING            // 1: the staging buffers alias the ring's first A stages (see "Staging in the ring")
+#define EPI_RING 0
+#endif
 #define BLOCK_K (128 / RC_IN_BYTES)     // one 128-byte swizzle row of K per k-block: 64 / 32 / 128 elements
 #define RC_KSTEPS (BLOCK_K * RC_IN_BYTES / 32)   // wgmma k-steps of 32 bytes per k-block: always 4
 
@@ -308,10 +311,24 @@ constexpr u32 kSABytes = BLOCK_M * 4;                        // per stage: one f
 #endif
 
 // Shared-memory map (offsets from a 1024-byte aligned base).
+//
+// Staging in the ring (EPI_RING 1): the staging buffers take the first A
+// stages instead of their own 32 KB, which buys the ring one more stage (the
+// paired one-row arrangement, 128x64 tiles: 9 stages of 24 KB instead of 8).
+// Valid only when every CTA runs at most one unit (the host checks
+// units <= clusters resident; a CTA given a second unit traps) of a whole
+// tile (no split-K, stream-K or ping-pong): by the time consumer c stores its
+// first chunk every stage of the CTA's only unit is full - no TMA load, the
+// peer's multicast included, can still land in the ring - and a barrier of
+// all consumers after their last wgmma_wait<0> says no wgmma reads it.
+constexpr u32 kEpiAll = kConsumers * kEpiBuffers * kEpiBytes;   // every consumer's staging buffers
 constexpr u32 kOffA = 0;
 constexpr u32 kOffB = kOffA + STAGES * kABytes;
-constexpr u32 kOffEpi = kOffB + STAGES * kBBytes;
-constexpr u32 kOffC = kOffEpi + kConsumers * kEpiBuffers * kEpiBytes;
+constexpr u32 kOffRingEnd = kOffB + STAGES * kBBytes;
+constexpr u32 kOffEpi = EPI_RING ? kOffA : kOffRingEnd;
+constexpr u32 kOffC = EPI_RING ? kOffRingEnd : kOffEpi + kEpiAll;
+static_assert(!EPI_RING || (kEpiAll <= STAGES * kABytes && !PINGPONG && !STREAM_K && BLOCK_M == 128),
+              "EPI_RING: cooperative 128-row data-parallel tiles whose A stages hold the staging buffers");
 #if RC_BLOCK_SCALED
 constexpr u32 kOffSA = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
 constexpr u32 kOffBar = kOffSA + STAGES * kSABytes;
@@ -730,6 +747,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
         for (int u = first_unit; u < units; u += unit_step, ++j) {
             const WorkUnit w = work_unit(u, tiles_m, tiles_n, group, tiles_dp, splits, k_blocks, tiles);
             if (STREAM_K && w.kb_count == 0) continue;   // stream-K: an empty unit (no stages, no epilogue)
+            if (EPI_RING && (j > 0 || w.splits > 1)) asm volatile("trap;");   // the host's promise broken
             if (PINGPONG && (u32(j) & 1u) != c) {
                 // The other consumer's unit: skip its stages of the ring.
                 const u32 pos = stage + u32(w.kb_count);
@@ -1018,6 +1036,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             }
 
             // -------------------------------------------------- epilogue
+            // EPI_RING: the staging buffers are A stages; every consumer's wgmmas are done with them.
+            if (EPI_RING) named_barrier_sync(1 + kConsumers, 128 * kConsumers);
             const u32 row0 = warp * 16u + lane / 4u;     // this thread's rows in a half: row0, row0 + 8
             const int ld = tc.l;
 #pragma unroll

@@ -65,6 +65,7 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
 from __future__ import annotations
 
 import os as _os
+from dataclasses import replace
 
 import numpy as np
 
@@ -385,16 +386,26 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         km, kn = m, n
         A, B = (a, a_kmajor, a_pitch, a_bs, a_batched, ka), (b, b_kmajor, b_pitch, b_bs, b_batched, kb)
     cluster_m, cluster_n = cfg.cluster
-    kernel = get_kernel(cfg.spec)
-    # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
-    # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
     cluster = cfg.cluster_size
-    slots = info.sm_count
-    if cluster > 1:
-        kernel.function(dev)
-        slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cluster, 1, 1)))
-    sched = scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch,
-                               k=k, block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster, stream_k=stream_k)
+
+    def scheduled(cfg):
+        # With clusters the schedule walks pairs of tile rows (2x1) or tile columns (1x2), over the
+        # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
+        kernel = get_kernel(cfg.spec)
+        slots = info.sm_count
+        if cluster > 1:
+            kernel.function(dev)
+            slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cluster, 1, 1)))
+        return kernel, scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch, k=k,
+                                          block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster,
+                                          stream_k=stream_k)
+
+    kernel, sched = scheduled(cfg)
+    if cfg.epi_ring and (sched.decomposition.units > sched.grid or sched.decomposition.splits > 1):
+        # Staging in the ring holds only with one whole tile per CTA (kernels/gemm.cu); where fewer
+        # clusters are resident than there are tiles, the kernel with its own staging buffers runs.
+        cfg = replace(cfg, epi_ring=False, stages=0)
+        kernel, sched = scheduled(cfg)
     dec = sched.decomposition
 
     dt_out = _TMA_DTYPE[out_name]

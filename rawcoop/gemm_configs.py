@@ -33,6 +33,7 @@ THREADS = 384                       # 128-row tiles; GemmConfig.threads in gener
 SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
 EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
 MAX_STAGES = 8
+MAX_STAGES_RING = 9                 # with the staging buffers in the ring (epi_ring): 128x64 tiles fit 9
 SCALE_BLOCK = 128                   # block-scaled fp8: K (and B's N) extent of one scale; = the fp8 BLOCK_K
 SA_STAGE_BYTES = BLOCK_M * 4        # block-scaled fp8: the 128 fp32 A scales each stage carries
 BLOCK_SCALED_NS = (64, 128)         # block-scaled tiles: acc + promotion temporaries <= 128 registers
@@ -83,6 +84,7 @@ class GemmConfig:
     scale_mode: int = 0             # fp8: 0 per-tensor scales, 1 block-scaled (1x128 A, 128x128 B)
     stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; cooperative, no clusters)
     block_m: int = BLOCK_M          # 128, or 192: three consumer warpgroups (kernels/gemm.cu "Tall tiles")
+    epi_ring: bool = False          # staging buffers in the ring's A stages (EPI_RING=1): one unit per CTA only
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -118,6 +120,9 @@ class GemmConfig:
                                              or self.cluster_size > 1 or self.scale_mode):
             raise ValueError(f"192-row tiles are cooperative, {' or '.join(map(str, TALL_BLOCK_NS))} wide, "
                              "without clusters, stream-K or block scales")
+        if self.epi_ring and (self.pingpong or self.stream_k or self.block_m != BLOCK_M or self.scale_mode):
+            raise ValueError("epi_ring (staging buffers in the ring) needs a cooperative 128-row tile without "
+                             "stream-K or block scales")
         if self.bias == 0 and self.bias_on_rows:
             # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
             # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
@@ -126,7 +131,8 @@ class GemmConfig:
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
         if self.stages == 0:
-            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c, self.scale_mode, self.block_m))
+            object.__setattr__(self, "stages", max_stages(self.block_n, self.has_c, self.scale_mode, self.block_m,
+                                                          self.epi_ring))
 
     @property
     def in_bf16(self) -> bool:
@@ -173,7 +179,7 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         """Mirrors kSmemBytes in kernels/gemm.cu (the same for every input kind)."""
-        stage, fixed = _smem_layout(self.block_m, self.block_n, self.has_c, self.scale_mode)
+        stage, fixed = _smem_layout(self.block_m, self.block_n, self.has_c, self.scale_mode, self.epi_ring)
         return self.stages * (stage + STAGE_BARRIER_BYTES) + fixed
 
     @property
@@ -199,6 +205,8 @@ class GemmConfig:
             kinds["STREAM_K"] = 1
         if self.block_m != BLOCK_M:         # likewise
             kinds["BLOCK_M"] = self.block_m
+        if self.epi_ring:                   # likewise
+            kinds["EPI_RING"] = 1
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -221,20 +229,27 @@ def epi_buffers(block_m: int) -> int:
 STAGE_BARRIER_BYTES = 16           # a stage's full and empty mbarriers
 
 
-def _smem_layout(block_m: int, block_n: int, has_c: bool, scale_mode: int) -> tuple[int, int]:
+def _smem_layout(block_m: int, block_n: int, has_c: bool, scale_mode: int,
+                 epi_ring: bool = False) -> tuple[int, int]:
     """kernels/gemm.cu's shared-memory map as (bytes per stage without its
     barriers, bytes that do not depend on the stage count: the staging and C
-    buffers, their barriers, first_load and turn[], 1024 of alignment slack)."""
+    buffers, their barriers, first_load and turn[], 1024 of alignment slack).
+    ``epi_ring``: the staging buffers live in the ring's A stages."""
     consumers = block_m // 64
     buffers = consumers * epi_buffers(block_m)
     stage = (block_m + block_n) * ROW_BYTES + (SA_STAGE_BYTES if scale_mode == 1 else 0)
-    return stage, buffers * EPI_BUFFER * (2 if has_c else 1) + 8 * (2 * buffers + 1 + consumers) + 1024
+    staging = buffers * EPI_BUFFER * ((1 if has_c else 0) + (0 if epi_ring else 1))
+    return stage, staging + 8 * (2 * buffers + 1 + consumers) + 1024
 
 
-def max_stages(block_n: int, has_c: bool, scale_mode: int = 0, block_m: int = BLOCK_M) -> int:
-    """As many stages as fit beside the fixed part, counting barriers for MAX_STAGES, at most MAX_STAGES."""
-    stage, fixed = _smem_layout(block_m, block_n, has_c, scale_mode)
-    return min(MAX_STAGES, (SMEM_LIMIT - fixed - STAGE_BARRIER_BYTES * MAX_STAGES) // stage)
+def max_stages(block_n: int, has_c: bool, scale_mode: int = 0, block_m: int = BLOCK_M,
+               epi_ring: bool = False) -> int:
+    """As many stages as fit beside the fixed part, counting barriers for the
+    cap, at most MAX_STAGES (MAX_STAGES_RING with the staging buffers in the
+    ring)."""
+    cap = MAX_STAGES_RING if epi_ring else MAX_STAGES
+    stage, fixed = _smem_layout(block_m, block_n, has_c, scale_mode, epi_ring)
+    return min(cap, (SMEM_LIMIT - fixed - STAGE_BARRIER_BYTES * cap) // stage)
 
 
 def all_configs() -> list[GemmConfig]:
@@ -264,6 +279,7 @@ def all_configs() -> list[GemmConfig]:
             # the paired one-row arrangement (one_row_pair_fits): swap-AB, so the kernel's A is the
             # user's b (either majorness) and its B the user's K-major a
             out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2))
+            out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2, epi_ring=True))   # its staging in the ring
             for bk in (True, False):
                 for bn in TALL_BLOCK_NS:    # 192-row tiles (choose_tall)
                     out.append(GemmConfig(bn, bf, ak, bk, block_m=TALL_BLOCK_M))
@@ -776,6 +792,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             and not out_fp32 and swap_buildable(block=block) and kinds[0] == kinds[1]
             and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0])):
         swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
+        paired = True
+    else:
+        paired = False
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
     km, kn = (n, m) if swap else (m, n)
     kind_a = kinds[1] if swap else kinds[0]           # the kernel's A (see _kernel_config)
@@ -815,6 +834,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     cfg = _kernel_config(block_n, swap, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                          cluster_m=cluster_m, pingpong=pingpong, cluster_n=cluster_n, scale_mode=int(block),
                          stream_k=stream_k)
+    if paired and not use_c:
+        # One tile per CTA (one_row_narrow_fits; gemm falls back where fewer clusters are resident):
+        # the staging buffers can live in the ring, which then holds 9 stages instead of 8.
+        cfg = replace(cfg, epi_ring=True, stages=0)
     if block_m is None and nothing_forced:
         tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:

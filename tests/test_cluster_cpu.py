@@ -7,6 +7,7 @@ ghost tiles, split-K slots per (tile, rank))."""
 import random
 import re
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from test_lowp_host import BF16, E4M3, E5M2, StubArray, build, stub_planning, tn   # stub-CuPy planning
@@ -516,3 +517,48 @@ def test_plan_one_row_pair_launch(planning):
     assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 64, 1)
     assert _sched_of(plan)[:2] == (64, 1)
     assert plan.decomposition.splits == 1 and plan.grid == (128, 1, 1)
+    # one tile per CTA and no C: the staging buffers live in the ring, which holds 9 stages
+    assert plan.cfg.epi_ring and plan.cfg.stages == gc.MAX_STAGES_RING == 9
+    assert plan.smem == plan.cfg.smem_bytes <= gc.SMEM_LIMIT
+    assert plan.cfg.spec in {c.spec for c in gc.all_configs()}      # warm-up compiles it
+
+
+def test_plan_one_row_pair_ring_falls_back(monkeypatch):
+    """Staging in the ring needs one whole tile per CTA: with fewer clusters
+    resident (60) than the 64 tile pairs, the plan runs the kernel with its
+    own staging buffers (8 stages), whose occupancy it queries anew."""
+    planning = stub_planning(monkeypatch, 60)
+    a, b = tn(128, 8192, 8192, BF16)
+    plan = build(a, b)
+    assert plan.colmajor_d and plan.cfg.cluster == (1, 2) and plan.grid == (120, 1, 1)
+    assert not plan.cfg.epi_ring and plan.cfg.stages == gc.MAX_STAGES == 8
+    assert "EPI_RING" not in dict(plan.kernel.spec.defines)
+    assert [q[1] for q in planning.queries] == [replace(plan.cfg, epi_ring=True, stages=0).smem_bytes,
+                                               plan.cfg.smem_bytes]
+
+
+def test_epi_ring_only_without_c():
+    """With C the ring buys no stage (C's buffers stay): the paired plan keeps
+    its own staging buffers; forced options never get the ring."""
+    kw = dict(kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16", c_rowmajor=True, bias_kind=0,
+              activation=None, block=False)
+    assert gc.plan_config(128, 8192, 8192, 1, 132, use_c=False, **kw).epi_ring
+    assert not gc.plan_config(128, 8192, 8192, 1, 132, use_c=True, **kw).epi_ring
+    assert not gc.plan_config(128, 8192, 8192, 1, 132, use_c=False, swap=True, block_n=64, cluster=(1, 2),
+                              **kw).epi_ring
+    assert not gc.plan_config(4096, 4096, 4096, 1, 132, use_c=False, **kw).epi_ring
+    with pytest.raises(ValueError, match="epi_ring"):
+        gc.GemmConfig(64, gc.BF16, pingpong=True, epi_ring=True)
+
+
+def test_epi_ring_kernel_compiles():
+    """The ring-staging kernel (EPI_RING=1, 9 stages): no spills, one more
+    bar.sync than the kernel with its own staging buffers (all consumers,
+    after their last wgmma), and the trap for a broken one-unit promise."""
+    ring = gc.GemmConfig(64, gc.BF16, True, True, d_colmajor=True, cluster_n=2, epi_ring=True)
+    own = replace(ring, epi_ring=False, stages=0)
+    r_ring, r_own = compiler.compile_spec(ring.spec, want_ptx=True), compiler.compile_spec(own.spec, want_ptx=True)
+    usage = compiler.resource_usage(r_ring.log)
+    assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
+    assert r_ring.ptx.count("bar.sync") == r_own.ptx.count("bar.sync") + 1
+    assert "trap;" in r_ring.ptx and "trap;" not in r_own.ptx
