@@ -120,25 +120,26 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 23): swap-AB for waves with per-tensor fp8, out of sample.  Stop 22 adopted the rule
-# for fp16/bf16 (gemm_configs.swap_for_waves_fits: swap when the swapped configuration's config_cost is
-# <= 0.91 of the choice's; +5.0% and +6.3% geomean on two out-of-sample draws, 12 of 12 faster in
-# NN/NT/TT).  For e4m3 one in-sample draw (call 10) was mixed: +1.6% / +3.4% geomean vs cuBLASLt
-# default / fast-accum, 4 of 6 faster, the two losers at model ratio 0.90.  These eight e4m3 shapes
-# (seed 32, model ratio 0.79-0.90; the old choice in parentheses): 7872x2432x4096 (128x256),
-# 5184x1152x2048 (192x128), 2304x3648x4096 (192x192), 2048x7296x8192 (128x256), 3328x4480x2048 (128x256),
-# 6528x832x2048 (192x128), 3584x4160x4096 (128x256), 7744x2368x8192 (128x256).  `swap=1` against auto
-# (still the old choice for fp8).  Prediction: swap=1 ahead on most, geomean +2% to +4%; add E4M3 to
-# swap_for_waves_fits only with a geomean gain here too (threshold as for 16-bit unless the losers
-# cluster at one ratio).  Then tf32 (fp32 output: swap-AB needs the fp32 column-major epilogue, new in
-# stop 22; call 11 in sample: 6080x832x2048 +11%, 4928x1664x2048 +19%, 5376x3200x2048 +6%) on eight seed-33
-# shapes at model ratio 0.88-0.89: 6592x3456x2048, 5824x3136x2048, 6080x1408x2048, 7040x2688x8192,
-# 6016x1408x4096, 4800x2112x2048, 4544x4160x8192, 6720x832x4096.  Same prediction and bar; fp32 output
-# joins the rule (not out_fp32 in swap_for_waves_fits) only with it.
-add experiment 300 "$PY -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 \
---variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp8_swap_waves.json; \
-$PY -m rawcoop bench --suite tf32 --tf32-shapes 6592x3456x2048,5824x3136x2048,6080x1408x2048,7040x2688x8192,6016x1408x4096,4800x2112x2048,4544x4160x8192,6720x832x4096 \
---variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tf32_swap_waves.json"
+# Experiment (stop 24): the two open corners of swap-for-waves (gemm_configs.swap_waves_limit; stop 23
+# added tf32 / per-tensor fp8: from 128-row choices at model ratio <= 0.91 14 of 14 faster, from 192-row
+# ones only at <= 0.80).  (a) fp16/bf16 with fp32 output is never swapped by the rule (not measured): eight
+# bf16 shapes (seed 50, .scratch/s23/draw2.py) whose 16-bit-output choice is 128-row at model <= 0.91,
+# `--out-dtype float32` (rawcoop writes fp32; cupy.matmul stays bf16, so compare auto with swap=1 within
+# the rows).  Prediction: swap=1 ahead on most, geomean +3% to +8% (tf32 with fp32 out gained +8% to +18%;
+# 16-bit inputs move fewer bytes per FLOP, so the column-major fp32 stores weigh more).  Bar: a geomean
+# gain -> drop the `out_fp32` exclusion for fp16/bf16 in swap_waves_limit.  (b) fp16/bf16 from 192-row
+# choices at model 0.80-0.91 swap today (stop 22: +4% geomean in sample, -1% / -5% at 0.89 / 0.92):
+# auto (swapped) against the old 192-row choice on new shapes - 192x192: 6336x2688x8192, 5696x576x8192,
+# 5824x576x4096, 7680x4416x4096; 192x128: 6912x1152x4096, 6784x1088x8192, 6784x1088x4096,
+# 5824x2112x8192.  Prediction: auto ahead, +2% geomean; if it is behind, 16-bit takes
+# SWAP_WAVES_TALL_RATIO_LOWP from 192-row choices as tf32/fp8 do.
+add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --out-dtype float32 \
+--shapes 4352x3904x8192,3584x6016x8192,832x6272x2048,7168x832x8192,7168x2944x8192,4352x2880x8192,1088x4864x4096,5568x1088x4096 \
+--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp32out_swap_waves.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 6336x2688x8192,5696x576x8192,5824x576x4096,7680x4416x4096 \
+--variants auto,block_m=192 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tall192_swap.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 6912x1152x4096,6784x1088x8192,6784x1088x4096,5824x2112x8192 \
+--variants auto,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tall128_swap.json"
 fi
 
 N=${#NAMES[@]}

@@ -310,6 +310,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--beta", type=float, default=0.0,
                     help="main suite: nonzero -> D = A@B + beta*C with a normal C; the baseline is then "
                          "cuBLAS + one CuPy element-wise kernel (default 0)")
+    ap.add_argument("--out-dtype", dest="out_dtype", choices=("float32",), default=None,
+                    help="main suite: rawcoop writes float32 D (fp16/bf16 in, fp32 out); the baseline keeps "
+                         "cupy.matmul's output in the input type, so compare variants within a row set "
+                         "(default: the input type)")
     ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
                     help="main, fp8, --fp8-block and tf32 rows: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
                          "(SPLITS 0 = auto) "
@@ -1024,6 +1028,9 @@ class Bench:
                     B = [self.operand_b(shape, layout, dt, 10 * i + 1) for i in range(sets)]
                     out_shape = (L, m, n) if L > 1 else (m, n)
                     D = [cp.empty(out_shape, dt) for _ in range(sets)]
+                    out32 = getattr(self.args, "out_dtype", None) == "float32"
+                    # --out-dtype float32: rawcoop writes its own fp32 outputs (without C: see run_bench)
+                    D_ours = [cp.empty(out_shape, cp.float32) for _ in range(sets)] if out32 else D
                     C = [self.rand(out_shape, dt, 10 * i + 2) for i in range(sets)] if beta else None
                     T = cp.empty(out_shape, dt) if beta else None
 
@@ -1064,17 +1071,19 @@ class Bench:
                     ref = D[0].copy()
                     for vname, kw in self.args.variants:
                         ckw = dict(c=C[0], beta=beta) if beta else {}
-                        err = self.rel_err(rawcoop.gemm(A[0], B[0], **ckw, **kw), ref)
-                        label = _variant_label(f"{dname} {shape} {layout}", vname) + (f" beta={beta:g}" if beta else "")
+                        err = self.rel_err(rawcoop.gemm(A[0], B[0], out=D_ours[0], **ckw, **kw), ref)
+                        label = (_variant_label(f"{dname} {shape} {layout}", vname) + (f" beta={beta:g}" if beta else "")
+                                 + (" out=fp32" if out32 else ""))
 
                         def ours(i, kw=kw):
                             if beta:
-                                return rawcoop.gemm(A[i], B[i], c=C[i], beta=beta, out=D[i], **kw)
-                            return rawcoop.gemm(A[i], B[i], out=D[i], **kw)
+                                return rawcoop.gemm(A[i], B[i], c=C[i], beta=beta, out=D_ours[i], **kw)
+                            return rawcoop.gemm(A[i], B[i], out=D_ours[i], **kw)
                         self.record("main", label, shape.flops, ours, theirs, sets, baseline=base,
                                     extra={"dtype": dname, "shape": str(shape), "layout": layout, "batch": L,
-                                           "beta": beta, "variant": vname, "rel_err": err})
-                    del A, B, C, D, T, ref, batched
+                                           "beta": beta, "variant": vname, "rel_err": err,
+                                           "out_dtype": "float32" if out32 else dname})
+                    del A, B, C, D, D_ours, T, ref, batched
                     self.free()
 
     def layouts(self):
@@ -1517,7 +1526,8 @@ def settings_of(args) -> dict:
             "fp8_block_shapes": ([str(s) for s in getattr(args, "fp8_block_shapes", None) or []]
                                  if getattr(args, "fp8_block", False) else []),
             "tf32_shapes": [str(s) for s in getattr(args, "tf32_shapes", None) or []],
-            "rounds": args.rounds, "iters": args.iters, "timing": getattr(args, "timing", "calls")}
+            "rounds": args.rounds, "iters": args.iters, "timing": getattr(args, "timing", "calls"),
+            "out_dtype": getattr(args, "out_dtype", None)}
 
 
 def write_json(path, results: dict | list) -> None:
@@ -1671,6 +1681,10 @@ def execute(args) -> int:
         if problem:
             print(f"rawcoop bench: {problem}", file=sys.stderr)
             return 2
+    if getattr(args, "out_dtype", None) and args.beta:
+        print("rawcoop bench: --out-dtype float32 takes no --beta (C would need rawcoop's output type while "
+              "the baseline's is the input type)", file=sys.stderr)
+        return 2
     if "tf32" in args.suite and _cupy_linalg() is None and os.environ.get("CUPY_TF32") != "1":
         # CuPy reads CUPY_TF32 once, at the process's first float32 GEMM; without the
         # set_compute_type switch this is the only way to its TF32 path (the fp32 reference

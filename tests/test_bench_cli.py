@@ -512,7 +512,7 @@ def _fake_cupy():
     cp = types.ModuleType("cupy")
     for name in ("float16", "float32", "float64", "uint8", "uint16", "int16", "int32", "int64", "intp", "abs",
                  "empty", "clip", "searchsorted", "minimum", "where", "signbit", "ndarray", "asarray", "linalg",
-                 "exp2", "repeat"):
+                 "exp2", "repeat", "swapaxes"):
         setattr(cp, name, getattr(np, name))
     L = types.ModuleType("cupy._core._routines_linalg")
     for i, n in enumerate(("TBD", "DEFAULT", "PEDANTIC", "FP16", "FP32", "FP64", "BF16", "TF32")):
@@ -570,7 +570,11 @@ def _fake_gemm(calls):
             calls.append("fp8 block")
             out[...] = r.astype(out_dtype)
             return out
-        if precision == "tf32":
+        if a.dtype == np.float16:                       # the main suite (fp16 in; out's type out)
+            r = a.astype(np.float32) @ b.astype(np.float32)
+            dt = out.dtype if out is not None else np.float16
+            calls.append(("fp16", str(np.dtype(dt))))
+        elif precision == "tf32":
             assert a.dtype == b.dtype == np.float32 and scale_a is None
             r = _tf32_round(a) @ _tf32_round(b)
             dt = np.float32
@@ -579,7 +583,8 @@ def _fake_gemm(calls):
             assert scale_a.dtype == scale_b.dtype == np.float32 and scale_a.size == scale_b.size == 1
             r = (lut[a] @ lut[b]) * (float(scale_a[0]) * float(scale_b[0]))
             dt = out_dtype
-        calls.append(precision or "fp8")
+        if a.dtype != np.float16:
+            calls.append(precision or "fp8")
         r = r.astype(dt)
         if out is None:
             return r
@@ -926,3 +931,21 @@ def test_time_calls_batch_and_per_call():
     args = bench.build_parser().parse_args(["--timing", "batch"])
     assert args.timing == "batch" and bench.settings_of(args)["timing"] == "batch"
     assert bench.build_parser().parse_args([]).timing == "calls"
+
+
+def test_main_suite_out_dtype_float32(fake_gpu):
+    """--out-dtype float32: rawcoop writes fp32 D (fp16 in), cupy.matmul keeps
+    fp16; rows and settings say so; with --beta the option is refused."""
+    b, calls = fake_gpu(["--suite", "main", "--dtype", "fp16", "--shapes", "64x48x32", "--out-dtype", "float32",
+                         "--variants", "auto,swap=1", "--rounds", "2", "--iters", "2"])
+    b.main()
+    assert [r["case"] for r in b.rows] == ["fp16 64x48x32 TN out=fp32", "fp16 64x48x32 TN swap=1 out=fp32"]
+    assert all(r["out_dtype"] == "float32" and r["rel_err"] < 1e-2 for r in b.rows)
+    assert set(calls) == {("fp16", "float32")}
+    assert bench.settings_of(b.args)["out_dtype"] == "float32"
+    calls.clear()
+    b, calls = fake_gpu(["--suite", "main", "--dtype", "fp16", "--shapes", "64x48x32", "--rounds", "1",
+                         "--iters", "1"])
+    b.main()
+    assert b.rows[0]["out_dtype"] == "fp16" and set(calls) == {("fp16", "float16")}
+    assert bench.main(["--out-dtype", "float32", "--beta", "0.5"]) == 2
