@@ -859,12 +859,16 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite fp8 --fp8-shapes 7872x2432x4096,5184x1152x2048,2304x3648x4096,"
-        "2048x7296x8192,3328x4480x2048,6528x832x2048,3584x4160x4096,7744x2368x8192 "
-        f"--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp8_swap_waves.json",
-        "python -m rawcoop bench --suite tf32 --tf32-shapes 6592x3456x2048,5824x3136x2048,6080x1408x2048,"
-        "7040x2688x8192,6016x1408x4096,4800x2112x2048,4544x4160x8192,6720x832x4096 --variants auto,swap=1",
+        "python -m rawcoop bench --suite main --dtype bfloat16 --out-dtype float32 --shapes 4352x3904x8192,",
+        f"--variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp32out_swap_waves.json",
+        "python -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 6336x2688x8192,",
+        f"--variants auto,block_m=192 --timing batch --rounds 5 --iters 10 --json {out}/exp_tall192_swap.json",
+        f"--variants auto,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 --json {out}/exp_tall128_swap.json",
     ])
+    # every bench command of the part parses (a typo would cost the device call)
+    for cmd in text.split("python -m rawcoop bench ")[1:]:
+        argv = cmd.split(";")[0].split("\n")[0].split()
+        bench.build_parser().parse_args(argv)
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
     assert "-m pytest -m gpu" not in text and "test_streamk_gpu" not in text     # part 1's suite is not here
