@@ -30,7 +30,9 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     column-major to the kernel and the bias runs along its rows
     (gemm_configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
     <= K <= 16384 (gemm_configs.one_row_pair_fits) runs swap-AB with 128x64
-    tiles and 1x2 clusters: the CTA pairs multicast the streamed b.
+    tiles and 1x2 clusters: the CTA pairs multicast the streamed b; without C
+    and with one tile per CTA its staging buffers share the pipeline ring
+    (EPI_RING: 9 stages instead of 8).
     Large fp16/bf16, tf32 and per-tensor fp8 problems run swap-AB too when
     the tile grid over N x M fills whole waves where the one over M x N
     leaves a partial wave (gemm_configs.swap_waves_limit).
