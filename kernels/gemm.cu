@@ -330,10 +330,10 @@ constexpr u32 kOffC = EPI_RING ? kOffRingEnd : kOffEpi + kEpiAll;
 static_assert(!EPI_RING || (kEpiAll <= STAGES * kABytes && !PINGPONG && !STREAM_K && BLOCK_M == 128),
               "EPI_RING: cooperative 128-row data-parallel tiles whose A stages hold the staging buffers");
 #if RC_BLOCK_SCALED
-constexpr u32 kOffSA = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
+constexpr u32 kOffSA = kOffC + (HAS_C ? kEpiAll : 0);
 constexpr u32 kOffBar = kOffSA + STAGES * kSABytes;
 #else
-constexpr u32 kOffBar = kOffC + (HAS_C ? kConsumers * kEpiBuffers * kEpiBytes : 0);
+constexpr u32 kOffBar = kOffC + (HAS_C ? kEpiAll : 0);
 #endif
 constexpr u32 kBarCount = 2 * STAGES + 2 * kConsumers * kEpiBuffers + 1 + kConsumers;
 constexpr u32 kSmemBytes = kOffBar + kBarCount * 8 + 1024;   // + alignment slack
