@@ -788,13 +788,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                          "runs un-swapped")
     out_fp32 = out_name == "float32"
     nothing_forced = all(x is None for x in (swap, block_n, cluster, splits, pingpong, streamk))
-    if (nothing_forced
-            and not out_fp32 and swap_buildable(block=block) and kinds[0] == kinds[1]
-            and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0])):
+    paired = (nothing_forced
+              and not out_fp32 and swap_buildable(block=block) and kinds[0] == kinds[1]
+              and one_row_pair_fits(m, n, k, batch, sm_count, in_kind=kinds[0], a_kmajor=kmajor[0]))
+    if paired:
         swap, block_n, cluster = True, 64, (1, 2)          # the paired one-row arrangement
-        paired = True
-    else:
-        paired = False
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_fp32, block=block)
     km, kn = (n, m) if swap else (m, n)
     kind_a = kinds[1] if swap else kinds[0]           # the kernel's A (see _kernel_config)
