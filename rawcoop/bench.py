@@ -1070,6 +1070,8 @@ class Bench:
                     theirs(0)
                     ref = D[0].copy()
                     for vname, kw in self.args.variants:
+                        if out32:   # gemm's out= must carry the out_dtype asked for
+                            kw = dict(kw, out_dtype="float32")
                         ckw = dict(c=C[0], beta=beta) if beta else {}
                         err = self.rel_err(rawcoop.gemm(A[0], B[0], out=D_ours[0], **ckw, **kw), ref)
                         label = (_variant_label(f"{dname} {shape} {layout}", vname) + (f" beta={beta:g}" if beta else "")

@@ -572,8 +572,8 @@ def _fake_gemm(calls):
             return out
         if a.dtype == np.float16:                       # the main suite (fp16 in; out's type out)
             r = a.astype(np.float32) @ b.astype(np.float32)
-            dt = out.dtype if out is not None else np.float16
-            calls.append(("fp16", str(np.dtype(dt))))
+            dt = np.dtype(out_dtype or np.float16)      # gemm's rule: out= must have out_dtype's type
+            calls.append(("fp16", str(dt)))
         elif precision == "tf32":
             assert a.dtype == b.dtype == np.float32 and scale_a is None
             r = _tf32_round(a) @ _tf32_round(b)
