@@ -120,26 +120,18 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 24): the two open corners of swap-for-waves (gemm_configs.swap_waves_limit; stop 23
-# added tf32 / per-tensor fp8: from 128-row choices at model ratio <= 0.91 14 of 14 faster, from 192-row
-# ones only at <= 0.80).  (a) fp16/bf16 with fp32 output is never swapped by the rule (not measured): eight
-# bf16 shapes (seed 50, .scratch/s23/draw2.py) whose 16-bit-output choice is 128-row at model <= 0.91,
-# `--out-dtype float32` (rawcoop writes fp32; cupy.matmul stays bf16, so compare auto with swap=1 within
-# the rows).  Prediction: swap=1 ahead on most, geomean +3% to +8% (tf32 with fp32 out gained +8% to +18%;
-# 16-bit inputs move fewer bytes per FLOP, so the column-major fp32 stores weigh more).  Bar: a geomean
-# gain -> drop the `out_fp32` exclusion for fp16/bf16 in swap_waves_limit.  (b) fp16/bf16 from 192-row
-# choices at model 0.80-0.91 swap today (stop 22: +4% geomean in sample, -1% / -5% at 0.89 / 0.92):
-# auto (swapped) against the old 192-row choice on new shapes - 192x192: 6336x2688x8192, 5696x576x8192,
-# 5824x576x4096, 7680x4416x4096; 192x128: 6912x1152x4096, 6784x1088x8192, 6784x1088x4096,
-# 5824x2112x8192.  Prediction: auto ahead, +2% geomean; if it is behind, 16-bit takes
-# SWAP_WAVES_TALL_RATIO_LOWP from 192-row choices as tf32/fp8 do.
-add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --out-dtype float32 \
---shapes 4352x3904x8192,3584x6016x8192,832x6272x2048,7168x832x8192,7168x2944x8192,4352x2880x8192,1088x4864x4096,5568x1088x4096 \
---variants auto,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_fp32out_swap_waves.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 6336x2688x8192,5696x576x8192,5824x576x4096,7680x4416x4096 \
---variants auto,block_m=192 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tall192_swap.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16,float16 --shapes 6912x1152x4096,6784x1088x8192,6784x1088x4096,5824x2112x8192 \
---variants auto,block_m=192:block_n=128 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_tall128_swap.json"
+# Experiment (stop 25): the swap rule's area guard (gemm_configs.swap_adds_area, stop 24: from a 128-row
+# choice no swap-for-waves onto a larger padded grid; TN: 29 of 29 larger-grid swaps slower, 31 of 31
+# smaller-grid ones faster, out of sample 5 of 6 / 4 of 4) in the other layouts, which exchange the
+# operands' majorness under the swap (stop 22 measured the rule itself in NN/NT/TT, not the guard).
+# bf16, NN and TT, seed-100 shapes: blocked ones (auto = un-swapped vs swap=1) and allowed ones (auto =
+# swapped vs swap=0).  Prediction: auto ahead on >= 5 of 6 rows of each set, +4% to +8% geomean as in TN.
+# Bar: a set behind on half its rows -> the guard (or the swap rule) becomes TN/NT-only for that layout.
+add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --layout NN,TT \
+--shapes 4480x1216x8192,2176x2560x8192,4480x1280x2048 --variants auto,swap=1 --timing batch --rounds 5 --iters 10 \
+--json $Q_OUT/exp_area_blocked_layouts.json; \
+$PY -m rawcoop bench --suite main --dtype bfloat16 --layout NN,TT --shapes 7360x1088x8192,4608x3712x8192,5184x3136x8192 \
+--variants auto,swap=0 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_area_allowed_layouts.json"
 fi
 
 N=${#NAMES[@]}

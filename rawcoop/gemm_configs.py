@@ -846,7 +846,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             swapped = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
                                   use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
                                   block=block, swap=True)
-            if config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count):
+            if (not swap_adds_area(cfg, swapped, m, n)
+                    and config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count)):
                 return swapped
     return cfg
 
@@ -924,6 +925,28 @@ shapes, tf32 +8% to +18% on 7 of 7; from 192x192 at 0.791 e4m3 4 of 5 faster (+2
 -15%, 5568x3392x2048 -10% (and in stop 22's sample 192x128 at 0.85 -12% to -18%), tf32 -0.4% to +8%."""
 
 
+def padded_area(cfg: GemmConfig, rows: int, cols: int) -> int:
+    """The area cfg's tile grid covers on a kernel problem of rows x cols (whole tiles)."""
+    return tile_count(rows, cols, cfg.block_n, 1, cfg.block_m) * cfg.block_m * cfg.block_n
+
+
+def swap_adds_area(cfg: GemmConfig, swapped: GemmConfig, m: int, n: int) -> bool:
+    """From a 128-row choice ``cfg`` (on M x N), whether the swapped
+    kernel's grid (on N x M) covers more padded area: then plan_config does
+    not swap for waves, whatever the model says.  H200, stop 24
+    (bench/NOTES.md): every measured swap from a 128x256 choice whose
+    swapped grid is larger ran slower, 3% to 20% (e.g. 3200x1728x8192 182
+    tiles for 175: -7%; 832x6272x2048, whose swapped last tile column is
+    three-quarters past M: -10%), 29 measurements in fp16 / bf16 / e4m3 with
+    16-bit and fp32 output; every measured one with a smaller grid ran
+    faster, +3.6% to +36% (31, tf32 too).  The model's split-tail term had put the
+    larger grids at 0.90 of the choice: both orientations take two rounds,
+    and a 2-way split tail costs less in the model than a 3-way one.  Not
+    used from 192-row choices, whose tiles run at another efficiency (their
+    measured swaps won and lost on both sides of equal area)."""
+    return cfg.block_m == BLOCK_M and padded_area(swapped, n, m) > padded_area(cfg, m, n)
+
+
 def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tuple[int, int],
                      out_fp32: bool, block: bool) -> float:
     """The largest modelled ratio (:func:`config_cost` of the swapped
@@ -933,19 +956,21 @@ def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tu
     batch, M and N >= TALL_MIN_M, ``cfg`` neither swapped already nor
     clustered nor narrower than 128, and a swap-AB kernel (not
     block-scaled): fp16/bf16 with 16-bit output SWAP_WAVES_RATIO (stop
-    22); tf32 (any output; measured with fp32) and per-tensor fp8 with
-    16-bit output (measured e4m3, bf16 out) SWAP_WAVES_RATIO from a 128-row
-    choice and SWAP_WAVES_TALL_RATIO_LOWP from a 192-row one (stop 23).
-    fp16/bf16 with fp32 output: not measured, never.
+    22); tf32 (any output; measured with fp32), per-tensor fp8 with
+    16-bit output (measured e4m3, bf16 out; stop 23) and fp16/bf16 with fp32
+    output (stop 24) SWAP_WAVES_RATIO from a 128-row choice and
+    SWAP_WAVES_TALL_RATIO_LOWP from a 192-row one.  From a 128-row choice
+    plan_config also needs the swapped grid no larger (swap_adds_area).
     The tile grid over N x M can quantise into whole waves where the one
     over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
     546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
     if not (batches == 1 and min(m, n) >= TALL_MIN_M and swap_buildable(block=block)
             and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128):
         return 0.0
-    if kinds[0] in (FP16, BF16) and kinds[1] == kinds[0]:
-        return 0.0 if out_fp32 else SWAP_WAVES_RATIO
-    if kinds == (TF32, TF32) or (is_fp8(kinds[0]) and is_fp8(kinds[1]) and not out_fp32):
+    sixteen = kinds[0] in (FP16, BF16) and kinds[1] == kinds[0]
+    if sixteen and not out_fp32:
+        return SWAP_WAVES_RATIO
+    if sixteen or kinds == (TF32, TF32) or (is_fp8(kinds[0]) and is_fp8(kinds[1]) and not out_fp32):
         return SWAP_WAVES_RATIO if cfg.block_m == BLOCK_M else SWAP_WAVES_TALL_RATIO_LOWP
     return 0.0
 

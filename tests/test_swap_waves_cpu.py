@@ -59,11 +59,11 @@ def test_keeps_the_orientation_elsewhere(m, n, k):
 
 def test_rule_scope():
     """One batch, M and N >= TALL_MIN_M, a swap-AB kernel buildable (not
-    block-scaled), nothing forced; fp16/bf16 and fp8 with 16-bit output only,
-    tf32 with any."""
+    block-scaled), nothing forced; fp16/bf16 and tf32 with any output, fp8
+    with 16-bit output only."""
     m, n, k = 7040, 896, 8192
     assert _auto(m, n, k, kmajor=(False, False)).d_colmajor      # any layout (16-bit MN-major operands)
-    assert not _auto(m, n, k, out_name="float32").d_colmajor    # fp16/bf16 with fp32 out: not measured
+    assert _auto(m, n, k, out_name="float32").d_colmajor        # fp16/bf16 with fp32 out (stop 24)
     m8, n8, k8 = 4352, 3904, 8192                                # e4m3 128x256 -> swapped (stop 23)
     assert _auto(m8, n8, k8, gc.E4M3).d_colmajor
     assert not _auto(m8, n8, k8, gc.E4M3, out_name="float32").d_colmajor
@@ -138,6 +138,63 @@ def test_lowp_tall_choices_need_the_lower_ratio():
     assert _without_rule(m, n, k).block_m == gc.TALL_BLOCK_M and _auto(m, n, k).d_colmajor
 
 
+# stop 24: from 128x256 choices at model ratio 0.90, swapped grids larger than the choice's ran 3% to
+# 20% slower (fp16 / bf16 / e4m3, 16-bit and fp32 output): a ragged last tile column (M of 832 - 1408 <
+# N) or more tiles in the same two rounds (N of 1536 - 1792)
+LARGER_GRID = [(832, 6208, 4096), (832, 6272, 2048), (896, 6016, 4096), (896, 6080, 2048), (1088, 4864, 4096),
+               (1152, 4672, 3072), (1344, 4032, 8192), (1408, 3904, 8192), (3200, 1728, 8192), (3712, 1536, 8192),
+               (3200, 1792, 4096), (3136, 1792, 4096), (3648, 1536, 8192)]
+
+
+@pytest.mark.parametrize("m,n,k", LARGER_GRID)
+@pytest.mark.parametrize("out", ["bfloat16", "float32"])
+def test_no_swap_onto_a_larger_grid(m, n, k, out):
+    """The model alone would swap these (ratio <= SWAP_WAVES_RATIO); the
+    swapped grid's larger padded area keeps them."""
+    assert not _auto(m, n, k, out_name=out).d_colmajor
+    old = _without_rule(m, n, k, out_name=out)
+    swapped = _auto(m, n, k, out_name=out, swap=True)
+    assert old.block_m == gc.BLOCK_M and gc.swap_adds_area(old, swapped, m, n)
+    assert gc.padded_area(swapped, n, m) > gc.padded_area(old, m, n)
+    assert _ratio(m, n, k, out_name=out) <= gc.SWAP_WAVES_RATIO
+
+
+def test_padded_area():
+    old = _without_rule(3200, 1728, 8192)                        # 128x256: 25 x 7 tiles
+    swapped = _auto(3200, 1728, 8192, swap=True)                 # 128x256 over N x M: 14 x 13 tiles
+    assert gc.padded_area(old, 3200, 1728) == 175 * 128 * 256
+    assert gc.padded_area(swapped, 1728, 3200) == 182 * 128 * 256
+    assert gc.swap_adds_area(old, swapped, 3200, 1728)
+    tall = gc.GemmConfig(192, gc.BF16, block_m=gc.TALL_BLOCK_M)  # not applied to 192-row choices
+    assert not gc.swap_adds_area(tall, swapped, 3200, 1728)
+    for m, n, k in [(1024, 4224, 2048), (2048, 6208, 8192), (7040, 896, 8192)]:   # smaller grids: swapped, won
+        assert _auto(m, n, k).d_colmajor
+
+
+# stop 24: fp16/bf16 with fp32 output, swapped by the rule (model <= 0.91 from 128-row choices, <= 0.80
+# from 192-row ones, as tf32; no larger grid); measured swapped / un-swapped, each as its ratio to cuBLAS (bf16 out): bf16
+# 4352x3904x8192 +6%, 3584x6016x8192 +7%, 7168x832x8192 +36%, 7168x2944x8192 +8%, 4352x2880x8192 +11%,
+# 5568x1088x4096 +19%; fp16 6656x640x8192 +11% (from 192x128), 4288x3968x8192 +4.5%, 7232x3392x8192 +7% (3712x1536x4096
+# -3% and 3200x1792x8192 -5% the losses, swapped too)
+SWAPPED_F32 = [(gc.BF16, 4352, 3904, 8192), (gc.BF16, 7168, 832, 8192), (gc.BF16, 5568, 1088, 4096),
+               (gc.FP16, 6656, 640, 8192), (gc.FP16, 7232, 3392, 8192)]
+
+
+@pytest.mark.parametrize("kind,m,n,k", SWAPPED_F32)
+def test_sixteen_bit_fp32_out_swaps(kind, m, n, k):
+    cfg = _auto(m, n, k, kind, out_name="float32")
+    assert cfg.d_colmajor and cfg.out_type == 2 and cfg == _auto(m, n, k, kind, out_name="float32", swap=True)
+    old = _without_rule(m, n, k, kind=kind, out_name="float32")
+    limit = gc.SWAP_WAVES_RATIO if old.block_m == gc.BLOCK_M else gc.SWAP_WAVES_TALL_RATIO_LOWP
+    assert _ratio(m, n, k, kind=kind, out_name="float32") <= limit
+    # fp32 output takes the low-precision limits: from a 192-row choice only at <= SWAP_WAVES_TALL_RATIO_LOWP
+    tall = gc.GemmConfig(192, kind, out_type=2, block_m=gc.TALL_BLOCK_M)
+    assert gc.swap_waves_limit(tall, m, n, 1, kinds=(kind, kind), out_fp32=True,
+                               block=False) == gc.SWAP_WAVES_TALL_RATIO_LOWP
+    assert gc.swap_waves_limit(tall, m, n, 1, kinds=(kind, kind), out_fp32=False,
+                               block=False) == gc.SWAP_WAVES_RATIO
+
+
 def test_epilogue_follows_the_swap():
     """With C and a bias the swapped kernel reads C column-major (a row-major
     C is D^T's column-major one) and adds the bias along its rows."""
@@ -177,11 +234,12 @@ def test_warmup_set_has_the_swapped_tiles():
             assert cfg in gc.all_configs(), cfg.spec.label
 
 
-@pytest.mark.parametrize("kind,out", [(gc.E4M3, "bfloat16"), (gc.TF32, "float32")])
+@pytest.mark.parametrize("kind,out", [(gc.E4M3, "bfloat16"), (gc.TF32, "float32"), (gc.BF16, "float32")])
 def test_lowp_picks_on_random_shapes(kind, out):
-    """tf32 / e4m3 on random shapes: every swap the rule adds is within its
-    limit for the previous choice's tile height, is a kernel warm-up
-    compiles, and the rule fires on a few shapes, not most."""
+    """tf32 / e4m3 / bf16 with fp32 output on random shapes: every swap the
+    rule adds is within its limit for the previous choice's tile height,
+    onto no larger grid from a 128-row choice, a kernel warm-up compiles (tf32 / fp8: their
+    default outputs), and the rule fires on a few shapes, not most."""
     rng = random.Random(7 + kind)
     picked = 0
     for _ in range(1200):
@@ -193,5 +251,8 @@ def test_lowp_picks_on_random_shapes(kind, out):
             picked += 1
             limit = gc.SWAP_WAVES_RATIO if old.block_m == gc.BLOCK_M else gc.SWAP_WAVES_TALL_RATIO_LOWP
             assert _ratio(m, n, k, kind=kind, out_name=out) <= limit, (m, n, k)
-            assert cfg in gc.lowp_configs(), cfg.spec.label
+            if old.block_m == gc.BLOCK_M:
+                assert not gc.swap_adds_area(old, cfg, m, n)
+            if kind in (gc.E4M3, gc.TF32):
+                assert cfg in gc.lowp_configs(), cfg.spec.label
     assert 0 < picked < 60                   # about 1% (36 / 25 of 3000 e4m3 / tf32 when added)

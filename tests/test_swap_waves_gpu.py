@@ -1,6 +1,7 @@
 """GPU: large problems that rawcoop.gemm runs swap-AB because the tile grid
 over N x M quantises into fewer waves (gemm_configs.swap_waves_limit; stop 22
-fp16/bf16, stop 23 tf32 and per-tensor fp8).  The automatic plan is the swapped one (on a 132-SM H100/H200, where
+fp16/bf16, stop 23 tf32 and per-tensor fp8, stop 24 fp16/bf16 with fp32 output
+and no swap onto a larger grid).  The automatic plan is the swapped one (on a 132-SM H100/H200, where
 the rule's shapes were measured), and its output is right against a float64
 reference with a NaN-poisoned output, in all four layouts, with C (row- and
 column-major), alpha/beta, a bias and an activation, and bit-identical when
@@ -41,6 +42,40 @@ def test_auto_swap_for_waves(m, n, k, layout, dt_name):
     _expect_swapped(_plan_for(a, b))
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("dt_name,m,n,k", [("bfloat16", 7168, 832, 8192), ("float16", 5568, 1088, 4096)],
+                         ids=str)
+def test_auto_swap_for_waves_fp32_out(dt_name, m, n, k):
+    """fp16/bf16 in, fp32 out (stop 24): swapped by itself (the column-major
+    fp32 epilogue), right against float64, bit-identical when run again."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, "TN", 47)
+    plan = _plan_for(a, b, out_dtype=cp.float32)
+    _expect_swapped(plan)
+    assert plan.cfg.out_type == 2
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, out_dtype=cp.float32)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 2e-5)
+
+
+def test_no_swap_onto_a_larger_grid():
+    """832x6208x4096 models shorter swapped, but the swapped grid is larger
+    (its last 256-wide column three-quarters past M = 832; measured 9-22%
+    slower): the plan keeps the orientation, and is right."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    m, n, k = 832, 6208, 4096
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = _operands(cp, m, n, k, dt, "TN", 49)
+    if device.info(0).sm_count == 132:
+        assert not _plan_for(a, b).cfg.d_colmajor
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["bfloat16"])
 
 
 @pytest.mark.parametrize("c_order", ["row", "col"])
