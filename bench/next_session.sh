@@ -120,18 +120,17 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 25): the swap rule's area guard (gemm_configs.swap_adds_area, stop 24: from a 128-row
-# choice no swap-for-waves onto a larger padded grid; TN: 29 of 29 larger-grid swaps slower, 31 of 31
-# smaller-grid ones faster, out of sample 5 of 6 / 4 of 4) in the other layouts, which exchange the
-# operands' majorness under the swap (stop 22 measured the rule itself in NN/NT/TT, not the guard).
-# bf16, NN and TT, seed-100 shapes: blocked ones (auto = un-swapped vs swap=1) and allowed ones (auto =
-# swapped vs swap=0).  Prediction: auto ahead on >= 5 of 6 rows of each set, +4% to +8% geomean as in TN.
-# Bar: a set behind on half its rows -> the guard (or the swap rule) becomes TN/NT-only for that layout.
-add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --layout NN,TT \
---shapes 4480x1216x8192,2176x2560x8192,4480x1280x2048 --variants auto,swap=1 --timing batch --rounds 5 --iters 10 \
---json $Q_OUT/exp_area_blocked_layouts.json; \
-$PY -m rawcoop bench --suite main --dtype bfloat16 --layout NN,TT --shapes 7360x1088x8192,4608x3712x8192,5184x3136x8192 \
---variants auto,swap=0 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_area_allowed_layouts.json"
+# Experiment (stop 25): ping-pong against the cooperative kernel's longer tail.  Stop 24 let
+# cooperative kernels split a small partial last wave up to scheduler.TAIL_MAX_SPLITS = 16 ways (spread
+# reduction; +5% to +11% after one wave); ping-pong kernels reduce split-K in a serial chain and keep 4.
+# choose_pingpong picks ping-pong 128x128 for >= 2 waves (stop 15: +1-3%).  bf16 shapes (seed 120,
+# .scratch/s24/draw8.py) whose auto choice is ping-pong with a tail of <= 26 tiles that a cooperative
+# kernel would now split 5-11 ways: auto vs block_n=128:pingpong=0.  Prediction: within +-2% on most
+# (6-29 waves: the tail is a small share); bar: cooperative ahead on >= 6 of 8 -> choose_pingpong
+# leaves such tails to the cooperative kernel.
+add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
+--shapes 7808x6400x6144,4608x7488x6144,2752x4672x4096,7936x7872x6144,1856x6848x4096,8192x7168x6144,5440x7872x4096,2816x7040x4096 \
+--variants auto,block_n=128:pingpong=0 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_pingpong_tail.json"
 fi
 
 N=${#NAMES[@]}

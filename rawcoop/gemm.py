@@ -400,7 +400,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
             slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cluster, 1, 1)))
         return kernel, scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch, k=k,
                                           block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster,
-                                          stream_k=stream_k)
+                                          stream_k=stream_k, chain=cfg.pingpong)
 
     kernel, sched = scheduled(cfg)
     if cfg.epi_ring and (sched.decomposition.units > sched.grid or sched.decomposition.splits > 1):

@@ -566,8 +566,8 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
     1536x1024x65536 at 0.98 (bench/NOTES.md, stops 14 and 15)."""
     from . import scheduler
     kb = max(1, -(-k // BLOCK_K))
-    wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count)
-    narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count)
+    wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count, chain=True)   # as measured (stop 15)
+    narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count, chain=True)
     if wide.splits < 2 or wide.units - wide.tiles_dp > sm_count:
         return False
     t_wide, t_narrow = 2 * wide.time_in_rounds(sm_count), narrow.time_in_rounds(sm_count)
@@ -885,7 +885,9 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
         full, tail = divmod(tiles, sm_count)
         rounds = full + tail / sm_count
     else:
-        dec = scheduler.decompose(tiles, kb, sm_count, narrow=block_n < 128)
+        # The model keeps the tail splits it was calibrated with (stops 19-24: at most MAX_SPLITS, as
+        # chain=True gives): the kernels' TAIL_MAX_SPLITS tails would change the rules' choices unmeasured.
+        dec = scheduler.decompose(tiles, kb, sm_count, narrow=block_n < 128, chain=True)
         rounds = dec.time_in_rounds(sm_count)
         if dec.splits >= 3 and dec.tiles_dp > 0:
             rounds += split_tail_overhead * (dec.splits - 1) / dec.splits

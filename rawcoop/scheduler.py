@@ -55,7 +55,12 @@ def cta_tile(tc: tuple[int, int, int], rank: int, cluster: tuple[int, int] = (1,
 
 
 MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
-MAX_SPLITS = 4                # measured up to 4 (the chain fix-up is serial in the split index; spread, stop 14)
+MAX_SPLITS = 4                # after full waves, tail splits reduced in a serial chain (ping-pong kernels):
+                              # measured up to 4 (the chain is serial in the split index; stop 14)
+TAIL_MAX_SPLITS = 16          # ... and reduced spread (cooperative kernels; every tail split resident in one
+                              # round): H200 stop 24, bf16 128x256, one full wave + a 3-6-tile tail, 16 splits
+                              # vs 4: +10.5% to +10.7% (2880x1408x8192, 3456x1280x8192, 2176x2048x8192; every
+                              # round 1.09-1.11), 8 vs 4 after four waves +1.4% / +1.6%, 5 vs 4 +1.6%
 CONSUMERS = 2                 # workspace slots per split tile (consumer warpgroups; 3 for 192-row tiles)
 
 
@@ -209,11 +214,13 @@ NARROW_FEW_TILES_MIN_KBLOCKS = 32   # or of >= 32 where 16 splits of every tile 
 
 
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None,
-              narrow: bool = False) -> Decomposition:
+              narrow: bool = False, chain: bool = False) -> Decomposition:
     """Data-parallel for full waves; split-K for the tiles of a partial last
     wave (or all tiles when there are fewer than SMs), with as many splits as
-    fill the idle SMs, at most MAX_SPLITS and at least MIN_KBLOCKS_PER_SPLIT
-    k-blocks each; without a full wave (all splits in one round, reduced
+    fill the idle SMs, at least MIN_KBLOCKS_PER_SPLIT k-blocks each and at
+    most TAIL_MAX_SPLITS (all of them resident in the last round, reduced
+    spread by cooperative kernels) or MAX_SPLITS where the kernel reduces
+    them in a serial ``chain`` (ping-pong); without a full wave (all splits in one round, reduced
     spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
     splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS;
     ``narrow`` (128x64 tiles, :func:`schedule`) keeps stop 15's one-round
@@ -234,7 +241,8 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     full_waves, tail = divmod(tiles, sm_count)
     if tail == 0:
         return Decomposition(tiles, k_blocks, tiles, 1)
-    s = min(sm_count // tail, MAX_SPLITS, k_blocks // MIN_KBLOCKS_PER_SPLIT)
+    s = min(sm_count // tail, MAX_SPLITS if chain or full_waves == 0 else TAIL_MAX_SPLITS,
+            k_blocks // MIN_KBLOCKS_PER_SPLIT)
     if full_waves == 0:
         few_tiles = tail * FEW_TILES_MAX_SPLITS <= sm_count        # 16 splits of every tile fit
         if narrow:
@@ -303,8 +311,9 @@ class Schedule:
 
 def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: int | None = None,
              batches: int = 1, k: int | None = None, block_k: int = 64, splits: int | None = None,
-             cluster: tuple[int, int] = (1, 1), stream_k: bool = False) -> Schedule:
-    """Tiles, raster group, decomposition (when ``k`` is given) and the
+             cluster: tuple[int, int] = (1, 1), stream_k: bool = False, chain: bool = False) -> Schedule:
+    """Tiles, raster group, decomposition (when ``k`` is given; ``chain``:
+    the kernel reduces split-K serially, see :func:`decompose`) and the
     persistent grid: min(#SMs, #units).  With a ``cluster`` of (2, 1) or
     (1, 2) the tiles are pairs of kernel tiles and ``sm_count`` is the number
     of clusters that can be resident (the grid then counts clusters)."""
@@ -321,7 +330,7 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
     elif stream_k:
         dec = decompose_stream_k(tiles, max(1, cdiv(k, block_k)), sm_count)
     else:
-        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, narrow=block_n < 128)
+        dec = decompose(tiles, max(1, cdiv(k, block_k)), sm_count, splits, narrow=block_n < 128, chain=chain)
     units = dec.units if dec is not None else tiles
     return Schedule(tiles_m, tiles_n, group, min(sm_count, units), batches, dec, (cm, cn), block_m // 64)
 

@@ -159,6 +159,22 @@ def test_block_fp8_small_m_runs_unswapped():
         _check(cp, p.run(), p.ref, p.ref_abs, "bfloat16", f"block small M = {m}")
 
 
+def test_block_fp8_tail_wave_split():
+    """One wave of 128x128 tiles plus an 11-tile tail split 8 ways (spread,
+    scheduler.TAIL_MAX_SPLITS, stop 24): each split promotes its own k-blocks;
+    right against float64 and bit-identical when run again."""
+    import cupy as cp
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    p = Problem(cp, 1664, 1408, 8192, seed=31)
+    if device.info(0).sm_count == 132:
+        dec = _plan_for(p.a, p.b, scale_a=p.sa, scale_b=p.sb, scale_mode="block").decomposition
+        assert (dec.tiles, dec.tiles_dp, dec.splits) == (143, 132, 8), dec
+    d1 = p.run(out_dtype=cp.float32)
+    _check(cp, d1, p.ref, p.ref_abs, "float32", "block tail split")
+    assert bool(cp.array_equal(d1, p.run(out_dtype=cp.float32))), "tail split reruns differ"
+
+
 def test_block_fp8_bit_identical_reruns():
     import cupy as cp
     p = Problem(cp, 1500, 1300, 6000, seed=21)

@@ -179,3 +179,42 @@ def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
     gpu_helpers.assert_rel_err(cp, runs[0], ref, tol)
     assert cp.array_equal(runs[0].view(cp.uint8), runs[1].view(cp.uint8)), "spread split-K is not deterministic"
     gpu_helpers.assert_rel_err(cp, runs[0], chain.astype(cp.float64), tol)
+
+
+@pytest.mark.parametrize("kind,shape,splits", [
+    ("bfloat16", (1792, 2560, 10240), 16),    # 128x256: one wave + 8 tail tiles in 16 splits (128 units)
+    ("float16", (320, 6016, 11264), 14),      # 128x128: 9 tail tiles, 132 // 9 splits
+    ("e4m3", (640, 6720, 12288), 12),         # 3 tail tiles, 96 k-blocks // 8
+    ("tf32", (3136, 1024, 6144), 16),         # 192x128 tiles, three consumers' slots per split
+], ids=str)
+def test_tail_wave_split_spread(kind, shape, splits):
+    """After a full wave the partial last wave's few tiles split up to
+    scheduler.TAIL_MAX_SPLITS ways, reduced spread (stop 24): right against
+    float64 of the exact inputs, NaN-poisoned, bit-identical when run again;
+    with C, a bias and an activation too."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    from test_tall_gpu import _lowp_operands
+    m, n, k = shape
+    if kind in ("bfloat16", "float16"):
+        dt = _dt(kind)
+        a, b = _rand(cp, (m, k), dt, 21), _rand(cp, (n, k), dt, 22).T
+        a64, b64, extra, tol = a.astype(cp.float64), b.astype(cp.float64), {}, TOL[kind]
+    else:
+        a, b, a64, b64, extra, tols = _lowp_operands(cp, kind, m, n, k, 23, (0.75, 1.5))
+        dt = cp.dtype(cp.float32) if kind == "tf32" else _dt("bfloat16")
+        extra = dict(extra, out_dtype=dt)
+        tol = tols["float32" if kind == "tf32" else "bfloat16"]
+    plan = _plan_for(a, b, **extra)
+    dec = plan.decomposition
+    if device.info(0).sm_count == 132:
+        assert dec.tiles_dp == 132 and dec.splits == splits and dec.spread(plan.grid[0]), dec
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **extra)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, tol)
+    c = _rand(cp, (m, n), dt, 24)
+    bias = _rand(cp, (n,), cp.float32, 25)
+    kw = dict(extra, c=c, alpha=0.5, beta=-1.0, bias=bias, activation="relu")
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    gpu_helpers.assert_rel_err(cp, d, cp.maximum(0.5 * (a64 @ b64) - c.astype(cp.float64) + bias, 0.0), tol)
