@@ -120,17 +120,15 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 25): ping-pong against the cooperative kernel's longer tail.  Stop 24 let
-# cooperative kernels split a small partial last wave up to scheduler.TAIL_MAX_SPLITS = 16 ways (spread
-# reduction; +5% to +11% after one wave); ping-pong kernels reduce split-K in a serial chain and keep 4.
-# choose_pingpong picks ping-pong 128x128 for >= 2 waves (stop 15: +1-3%).  bf16 shapes (seed 120,
-# .scratch/s24/draw8.py) whose auto choice is ping-pong with a tail of <= 26 tiles that a cooperative
-# kernel would now split 5-11 ways: auto vs block_n=128:pingpong=0.  Prediction: within +-2% on most
-# (6-29 waves: the tail is a small share); bar: cooperative ahead on >= 6 of 8 -> choose_pingpong
-# leaves such tails to the cooperative kernel.
+# Experiment (stop 25): stream-K below its band.  Default stream-K covers partial last waves of 50-80%
+# of the SMs (gemm_configs.STREAM_K_TAIL, stop 12); smaller tails split K: since stop 24 up to 16 ways
+# for tails <= 26 tiles (+3% to +11%), but 27-66-tile tails still get 2-4 splits, i.e. a third to a half
+# of a round for a quarter to a half of the SMs' work.  bf16 shapes (seed 130) whose plan splits such a
+# tail after full waves: auto vs streamk=1.  Prediction: within +-2% on most, stream-K ahead near 66
+# tiles.  Bar: stream-K ahead by >= 2% on >= 6 of 8 -> lower STREAM_K_TAIL[0] (and re-measure).
 add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
---shapes 7808x6400x6144,4608x7488x6144,2752x4672x4096,7936x7872x6144,1856x6848x4096,8192x7168x6144,5440x7872x4096,2816x7040x4096 \
---variants auto,block_n=128:pingpong=0 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_pingpong_tail.json"
+--shapes 5952x8128x8192,3136x4352x8192,1024x5760x2048,4672x4736x8192,6528x7360x8192,4480x3136x8192,704x6976x4096,4288x4160x8192 \
+--variants auto,streamk=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_streamk_band.json"
 fi
 
 N=${#NAMES[@]}
