@@ -172,10 +172,11 @@ def test_padded_area():
 
 
 # stop 24: fp16/bf16 with fp32 output, swapped by the rule (model <= 0.91 from 128-row choices, <= 0.80
-# from 192-row ones, as tf32; no larger grid); measured swapped / un-swapped, each as its ratio to cuBLAS (bf16 out): bf16
-# 4352x3904x8192 +6%, 3584x6016x8192 +7%, 7168x832x8192 +36%, 7168x2944x8192 +8%, 4352x2880x8192 +11%,
-# 5568x1088x4096 +19%; fp16 6656x640x8192 +11% (from 192x128), 4288x3968x8192 +4.5%, 7232x3392x8192 +7% (3712x1536x4096
-# -3% and 3200x1792x8192 -5% the losses, swapped too)
+# from 192-row ones, as tf32; no larger grid); measured swapped / un-swapped, each as its ratio to
+# cuBLAS (bf16 out): bf16 4352x3904x8192 +6%, 3584x6016x8192 +7%, 7168x832x8192 +36%, 7168x2944x8192 +8%,
+# 4352x2880x8192 +11%, 5568x1088x4096 +19%; fp16 6656x640x8192 +11% (from 192x128), 4288x3968x8192
+# +4.5%, 7232x3392x8192 +7% (the losses, 3712x1536x4096 -3% and 3200x1792x8192 -5%, are larger grids:
+# kept, LARGER_GRID)
 SWAPPED_F32 = [(gc.BF16, 4352, 3904, 8192), (gc.BF16, 7168, 832, 8192), (gc.BF16, 5568, 1088, 4096),
                (gc.FP16, 6656, 640, 8192), (gc.FP16, 7232, 3392, 8192)]
 
@@ -238,8 +239,9 @@ def test_warmup_set_has_the_swapped_tiles():
 def test_lowp_picks_on_random_shapes(kind, out):
     """tf32 / e4m3 / bf16 with fp32 output on random shapes: every swap the
     rule adds is within its limit for the previous choice's tile height,
-    onto no larger grid from a 128-row choice, a kernel warm-up compiles (tf32 / fp8: their
-    default outputs), and the rule fires on a few shapes, not most."""
+    onto no larger grid from a 128-row choice, a kernel warm-up compiles
+    (tf32 / fp8: their default outputs), and the rule fires on a few
+    shapes, not most."""
     rng = random.Random(7 + kind)
     picked = 0
     for _ in range(1200):
