@@ -120,15 +120,15 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 25): stream-K below its band.  Default stream-K covers partial last waves of 50-80%
-# of the SMs (gemm_configs.STREAM_K_TAIL, stop 12); smaller tails split K: since stop 24 up to 16 ways
-# for tails <= 26 tiles (+3% to +11%), but 27-66-tile tails still get 2-4 splits, i.e. a third to a half
-# of a round for a quarter to a half of the SMs' work.  bf16 shapes (seed 130) whose plan splits such a
-# tail after full waves: auto vs streamk=1.  Prediction: within +-2% on most, stream-K ahead near 66
-# tiles.  Bar: stream-K ahead by >= 2% on >= 6 of 8 -> lower STREAM_K_TAIL[0] (and re-measure).
+# Experiment (stop 25): one wave plus a 30-50% tail at short K.  Stop 24 (call 13) found bf16
+# 1024x5760x2048 at 0.83 and 704x6976x4096 at 0.88 of cuBLAS: planned as 128x256, one full wave and a
+# 52 / 36-tile tail split 2 / 3 ways (stream-K there was worse still, 0.75 / 0.78).  Shapes of that kind
+# (seed 140): auto against 128x128 tiles (more, smaller tiles: 2-3 waves), 192-row tiles, and swap-AB.
+# Prediction: one of the alternatives ahead by >= 5% on most; bar: the same alternative ahead on >= 6 of
+# 8 -> a rule for that band (choose_block_n / choose_tall / swap) measured out of sample before adoption.
 add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 \
---shapes 5952x8128x8192,3136x4352x8192,1024x5760x2048,4672x4736x8192,6528x7360x8192,4480x3136x8192,704x6976x4096,4288x4160x8192 \
---variants auto,streamk=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_streamk_band.json"
+--shapes 1024x5760x2048,704x6976x4096,4160x1536x4096,1408x4160x1024,6272x1024x4096,2752x2304x1024,1024x5568x2048,8192x640x1024 \
+--variants auto,block_n=128,block_m=192,swap=1 --timing batch --rounds 5 --iters 10 --json $Q_OUT/exp_one_wave_tail.json"
 fi
 
 N=${#NAMES[@]}

@@ -859,8 +859,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite main --dtype bfloat16 --shapes 5952x8128x8192,",
-        f"--variants auto,streamk=1 --timing batch --rounds 5 --iters 10 --json {out}/exp_streamk_band.json",
+        "python -m rawcoop bench --suite main --dtype bfloat16 --shapes 1024x5760x2048,",
+        f"--variants auto,block_n=128,block_m=192,swap=1 --timing batch --rounds 5 --iters 10 "
+        f"--json {out}/exp_one_wave_tail.json",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
