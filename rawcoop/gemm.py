@@ -395,9 +395,9 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         # clusters that can be resident; either way the launch groups CTAs in clusters of (2, 1, 1).
         kernel = get_kernel(cfg.spec)
         slots = info.sm_count
-        if cluster > 1:
+        if cfg.cluster_size > 1:
             kernel.function(dev)
-            slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cluster, 1, 1)))
+            slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cfg.cluster_size, 1, 1)))
         return kernel, scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch, k=k,
                                           block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster,
                                           stream_k=stream_k, chain=cfg.pingpong)
