@@ -579,6 +579,8 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
 
 PINGPONG_MAX_K_16BIT = 6144        # choose_block_n, 16-bit, >= 2 waves of 128x256: ping-pong 128x128 up to this K
 PINGPONG_SHORT_K_16BIT = 2048      # ... when the last wave is partial (<= 80% full), or whatever it is up to this K
+PINGPONG_ONE_WAVE_K_16BIT = 2048   # ... and between one and two waves up to this K, when the second wave
+PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... is this share of the SMs
 
 
 WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
@@ -612,7 +614,19 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     3072x4096x2048 1.070 / 1.050 vs 0.983 / 0.982 (0.91, short K); but nearly
     whole waves keep 128x256: 4096^3 0.970 / 0.960 vs 0.981 / 0.992 (0.88),
     4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
-    0.992 / 0.981 vs 0.992 / 0.983 (0.94);
+    0.992 / 0.981 vs 0.992 / 0.983 (0.94); and (``pingpong_16bit`` too)
+    between one and two waves of 128x256 tiles whose second is
+    PINGPONG_ONE_WAVE_TAIL (20-80%) full, K <= PINGPONG_ONE_WAVE_K_16BIT
+    (2048): the cooperative kernel splits (or stream-Ks) that second wave
+    and exposes its epilogues, where ping-pong's 128x128 tiles run whole-K
+    (H200 stop 25, auto plans A/B in alternating rounds, bench/NOTES.md:
+    in sample 5 of 5 faster, +12% to +28% (1024x5760x2048 0.87 -> 0.99 of
+    cuBLAS); out of sample 21 of 23 faster, about +9% geomean (+1% to +40%;
+    fp16 6480x944x2048 -7%, 800x7856x1536 -2%), all four layouts; K of
+    2560-3072 10 of 14 (losses to -11%) and K >= 4096 0 of 6: not there;
+    a second wave under 20% full (16-way tail splits) or over 80% (a whole
+    second wave, or 192-row tiles once choose_tall sees 128x128: -11% at
+    4672x1568x1536) keeps 128x256);
     128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
     leave SMs idle (split-K fills them), except long-K split-K problems where
     128x256 tiles give as many units (``wide_split_k``, 16-bit inputs:
@@ -643,9 +657,12 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     if tiles_256 >= sm_count or nearly_full_wave:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         tail = tiles_256 % sm_count
-        short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
-                               and (k <= PINGPONG_SHORT_K_16BIT or
-                                    (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+        short_k_waves_16bit = pingpong_16bit and k is not None and (
+            (tiles_256 >= 2 * sm_count
+             and (k <= PINGPONG_SHORT_K_16BIT or
+                  (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+            or (sm_count < tiles_256 < 2 * sm_count and k <= PINGPONG_ONE_WAVE_K_16BIT
+                and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count))
         return 128 if short_k_many_waves or short_k_waves_16bit else 256
     if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
         return 64

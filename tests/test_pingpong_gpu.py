@@ -95,6 +95,39 @@ def test_pingpong_swap_ab_column_major_d(m):
         gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + bias, 5e-3)
 
 
+@pytest.mark.parametrize("dtype,layout,shape", [
+    ("bfloat16", "TN", (1000, 5700, 2000)), ("float16", "NN", (2750, 2300, 1000)),
+    ("bfloat16", "NT", (8190, 640, 1000)), ("float16", "TT", (1400, 4150, 1030))],
+    ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
+def test_auto_pingpong_one_wave_short_k(dtype, layout, shape):
+    """Between one and two waves of 128x256 tiles with the second 20-80% full
+    and K <= 2048 (gemm_configs.PINGPONG_ONE_WAVE_K_16BIT, stop 25), the
+    automatic plan is ping-pong 128x128 (on a 132-SM H100/H200), right
+    against float64 with a NaN-poisoned output, deterministic; with C, a
+    bias and an activation too."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    m, n, k = shape
+    dt = _dt(dtype)
+    a, b = _operands(cp, layout, m, n, k, dt)
+    if device.info(0).sm_count == 132:
+        cfg = _plan_for(a, b).cfg
+        assert cfg.pingpong and (cfg.block_m, cfg.block_n) == (128, 128) and not cfg.d_colmajor, cfg.spec.label
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, ref, _TOL[dtype])
+    c = _rand(cp, (m, n), dt, 5)
+    bias = _rand(cp, (n,), cp.float32, 6)
+    kw = dict(c=c, alpha=0.5, beta=-1.25, bias=bias, activation="relu")
+    if device.info(0).sm_count == 132:
+        assert _plan_for(a, b, **kw).cfg.pingpong
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    gpu_helpers.assert_rel_err(cp, d, activation64(cp, 0.5 * ref - 1.25 * c.astype(cp.float64) + bias, "relu"),
+                               _TOL[dtype])
+
+
 def test_pingpong_cluster_pairs():
     import cupy as cp
     import rawcoop

@@ -148,9 +148,17 @@ LARGER_GRID = [(832, 6208, 4096), (832, 6272, 2048), (896, 6016, 4096), (896, 60
 
 @pytest.mark.parametrize("m,n,k", LARGER_GRID)
 @pytest.mark.parametrize("out", ["bfloat16", "float32"])
-def test_no_swap_onto_a_larger_grid(m, n, k, out):
+def test_no_swap_onto_a_larger_grid(m, n, k, out, monkeypatch):
     """The model alone would swap these (ratio <= SWAP_WAVES_RATIO); the
-    swapped grid's larger padded area keeps them."""
+    swapped grid's larger padded area keeps them.  The area rule is checked
+    on the 128x256 choices stop 24 measured: since stop 25 the K = 2048
+    shapes here (one wave plus a 33% second) are ping-pong 128x128 by
+    choose_block_n's one-wave rule, un-swapped too."""
+    auto = _auto(m, n, k, out_name=out)
+    assert not auto.d_colmajor
+    if k <= gc.PINGPONG_ONE_WAVE_K_16BIT:
+        assert auto.pingpong and auto.block_n == 128
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_K_16BIT", 0)
     assert not _auto(m, n, k, out_name=out).d_colmajor
     old = _without_rule(m, n, k, out_name=out)
     swapped = _auto(m, n, k, out_name=out, swap=True)
