@@ -118,7 +118,7 @@ def test_auto_pingpong_one_wave_short_k(dtype, layout, shape):
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, ref, _TOL[dtype])
-    c = _rand(cp, (m, n), dt, 5)
+    c = _padded(cp, (), m, n, dt, 5)             # TMA: C's rows 16-byte aligned
     bias = _rand(cp, (n,), cp.float32, 6)
     kw = dict(c=c, alpha=0.5, beta=-1.25, bias=bias, activation="relu")
     if device.info(0).sm_count == 132:
