@@ -317,7 +317,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--variants", default=[("auto", {})], metavar="LIST", type=_argtype(parse_variants, "variants"),
                     help="main, fp8, --fp8-block and tf32 rows: comma list of auto or BLOCK_N:GROUP[:SPLITS[:CLUSTER]] "
                          "(SPLITS 0 = auto) "
-                         "or key=value pairs of gemm's private _key options (default auto)")
+                         "or key=value pairs of gemm's private _key options (default auto); with several, all "
+                         "of a problem's variants and its baseline are timed in the same rounds and each "
+                         "later variant's row also gives its time against the first's (vs_first)")
     ap.add_argument("--fp8-shapes", dest="fp8_shapes", default=[parse_shape(s) for s in FP8_SHAPES], metavar="LIST",
                     type=_argtype(parse_fp8_shapes, "fp8 shapes"),
                     help="fp8 suite: comma list of MxNxK, K a multiple of 16 (default: the issue-6 set "
@@ -415,6 +417,53 @@ def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
                          timing) if theirs is not None else None)
         out.append((to, tt))
     return out
+
+
+def compare_variants(cp, ours_list, theirs, n_sets: int, rounds: int, iters: int,
+                     hosts: list | None = None, timing: str = "calls") -> list[list[tuple[float, float | None]]]:
+    """:func:`compare` for several rawcoop variants of one problem in the
+    SAME rounds: each round times the baseline (first in even rounds, last in
+    odd ones) and every variant, their order rotated by one each round, so
+    the clock and power drift of a run falls on all of them alike and a
+    variant's per-round time can be set against another's of that round.
+    Returns, per variant, its (ours, theirs) seconds per round (theirs: the
+    round's one baseline time, None without a baseline).  ``hosts``: one
+    dict per variant, as compare's ``host`` (the baseline's list is shared)."""
+    nv = len(ours_list)
+    host_theirs: list = []
+    for _ in range(3):
+        for i in range(n_sets):
+            for fn in ours_list:
+                fn(i)
+            if theirs is not None:
+                theirs(i)
+    cp.cuda.Device().synchronize()
+    out: list[list[tuple[float, float | None]]] = [[] for _ in range(nv)]
+
+    def timed(fn, host_list):
+        return time_calls(cp, fn, n_sets, iters, host_list, timing)
+    for r in range(rounds):
+        tt = timed(theirs, host_theirs) if theirs is not None and r % 2 == 0 else None
+        times = {}
+        for j in [(r + x) % nv for x in range(nv)]:
+            times[j] = timed(ours_list[j], None if hosts is None else hosts[j].setdefault("ours", []))
+        if theirs is not None and r % 2 == 1:
+            tt = timed(theirs, host_theirs)
+        for j in range(nv):
+            out[j].append((times[j], tt))
+    if hosts is not None and theirs is not None:
+        for h in hosts:
+            h["theirs"] = host_theirs
+    return out
+
+
+def vs_first_fields(rounds_first, rounds_this, first_name: str) -> dict:
+    """A variant row's time against the first variant's in the same rounds
+    (compare_variants): per-round first time / this time, median and range
+    (> 1: this variant is faster)."""
+    rs = [a / b for (a, _), (b, _) in zip(rounds_first, rounds_this)]
+    return {"vs_variant": first_name, "vs_first": statistics.median(rs), "vs_first_min": min(rs),
+            "vs_first_max": max(rs)}
 
 
 def cublas_strided_batched(cp, a, b, d):
@@ -734,6 +783,9 @@ def format_table(rows, peak: float = PEAK_TFLOPS) -> str:
         has_err = any(r.get("rel_err") is not None for r in rs)
         if has_err:
             head.append("rel err")
+        has_vs = any(r.get("vs_first") is not None for r in rs)
+        if has_vs:
+            head.append("vs first variant (same rounds)")
         body = []
         for r in rs:
             rt, bt = r.get("rawcoop_tflops"), r.get("baseline_tflops")
@@ -746,6 +798,9 @@ def format_table(rows, peak: float = PEAK_TFLOPS) -> str:
                 line.insert(1, r["baseline"])
             if has_err:
                 line.append(_fmt(r.get("rel_err"), ".1e"))
+            if has_vs:
+                line.append("-" if r.get("vs_first") is None else
+                            f"{r['vs_first']:.3f} [{r['vs_first_min']:.3f}-{r['vs_first_max']:.3f}]")
             body.append(line)
         widths = [max(len(str(x)) for x in col) for col in zip(head, *body)]
 
@@ -766,6 +821,22 @@ def format_geomeans(rows) -> str:
         lines.append(f"  {what} vs {g['baseline']}: {g['geomean']:.3f} over {g['count']} "
                      f"case{'s' if g['count'] != 1 else ''}")
     return "geomean of ratios (baseline time / rawcoop time):\n" + "\n".join(lines) if lines else ""
+
+
+def format_vs_first(rows) -> str:
+    """Per suite, dtype, baseline and variant: the geomean of the rows'
+    ``vs_first`` (a variant against the first variant in the same rounds)
+    and on how many rows it was faster."""
+    groups: dict[tuple, list[float]] = {}
+    for r in map(normalize_row, rows):
+        if r.get("vs_first") is not None:
+            key = (r["suite"], r["dtype"], r["baseline"], r.get("variant") or "", r.get("vs_variant") or "")
+            groups.setdefault(key, []).append(r["vs_first"])
+    lines = [f"  {suite} {dtype} {variant} vs {first} ({baseline} rows): {geomean(v):.3f} over {len(v)} "
+             f"case{'s' if len(v) != 1 else ''}, faster on {sum(x > 1 for x in v)}"
+             for (suite, dtype, baseline, variant, first), v in groups.items()]
+    return ("variants against the first variant, same rounds (first time / variant time, > 1: the variant is "
+            "faster):\n" + "\n".join(lines)) if lines else ""
 
 
 def format_peaks(rows, peak: float = PEAK_TFLOPS) -> str:
@@ -798,7 +869,7 @@ def format_report(results: dict) -> str:
     if bound:
         legend += ("\nhost-bound (host time per call >= {:.0%} of the measured time; the row times Python, not the "
                    "kernel): ".format(HOST_BOUND) + "; ".join(bound))
-    parts = [format_table(rows, peak), format_geomeans(rows), legend]
+    parts = [format_table(rows, peak), format_geomeans(rows), format_vs_first(rows), legend]
     return "\n\n".join(p for p in parts if p)
 
 
@@ -965,7 +1036,29 @@ class Bench:
         host: dict = {}
         rounds = compare(self.cp, ours, theirs, n_sets, self.args.rounds, self.args.iters, host,
                          getattr(self.args, "timing", "calls"))
-        row = make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak)
+        return self._keep(make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak), host, baseline)
+
+    def record_variants(self, suite, variants, flops, theirs, n_sets, baseline="cuBLAS", peak=PEAK_TFLOPS):
+        """``variants``: (name, label, ours, extra) per --variants entry.  One
+        entry: :meth:`record`.  Several: all timed in the same rounds
+        (:func:`compare_variants`), each row also carrying its time against
+        the first variant's of the same rounds (``vs_first``)."""
+        if len(variants) == 1:
+            _, label, ours, extra = variants[0]
+            return [self.record(suite, label, flops, ours, theirs, n_sets, baseline=baseline, extra=extra,
+                                peak=peak)]
+        hosts = [{} for _ in variants]
+        per = compare_variants(self.cp, [v[2] for v in variants], theirs, n_sets, self.args.rounds,
+                               self.args.iters, hosts, getattr(self.args, "timing", "calls"))
+        rows = []
+        for j, ((name, label, _, extra), rounds, host) in enumerate(zip(variants, per, hosts)):
+            row = make_row(suite, label, flops, rounds, n_sets, baseline, extra, peak=peak)
+            if j:
+                row.update(vs_first_fields(per[0], rounds, variants[0][0]))
+            rows.append(self._keep(row, host, baseline))
+        return rows
+
+    def _keep(self, row, host, baseline):
         row.update(host_fields(row, host))
         self.rows.append(row)
         if row["ratio"] is None:
@@ -973,7 +1066,10 @@ class Bench:
         else:
             vs = (f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
                   f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]")
-        print(f"{suite:8s} {label:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s ({row['rawcoop_peak_frac']:5.1%})"
+        if row.get("vs_first") is not None:
+            vs += f"  vs {row['vs_variant']} {row['vs_first']:.3f} [{row['vs_first_min']:.3f}-{row['vs_first_max']:.3f}]"
+        print(f"{row['suite']:8s} {row['case']:38s} rawcoop {row['rawcoop_tflops']:6.1f} TF/s "
+              f"({row['rawcoop_peak_frac']:5.1%})"
               + vs + (f"  err {row['rel_err']:.1e}" if row.get("rel_err") is not None else "")
               + "".join(f"  HOST-BOUND {side} ({row[side + '_host_us']:.1f} us/call on the host)"
                         for side in host_bound_sides(row)), flush=True)
@@ -1069,10 +1165,12 @@ class Bench:
                         base = base.replace("cuBLAS", base_batched)
                     theirs(0)
                     ref = D[0].copy()
+                    variants = []
                     for vname, kw in self.args.variants:
                         if out32:   # gemm's out= must carry the out_dtype asked for
                             kw = dict(kw, out_dtype="float32")
                         ckw = dict(c=C[0], beta=beta) if beta else {}
+                        D_ours[0].fill(float("nan"))     # each variant's own output, never the previous one's
                         err = self.rel_err(rawcoop.gemm(A[0], B[0], out=D_ours[0], **ckw, **kw), ref)
                         label = (_variant_label(f"{dname} {shape} {layout}", vname) + (f" beta={beta:g}" if beta else "")
                                  + (" out=fp32" if out32 else ""))
@@ -1081,10 +1179,11 @@ class Bench:
                             if beta:
                                 return rawcoop.gemm(A[i], B[i], c=C[i], beta=beta, out=D_ours[i], **kw)
                             return rawcoop.gemm(A[i], B[i], out=D_ours[i], **kw)
-                        self.record("main", label, shape.flops, ours, theirs, sets, baseline=base,
-                                    extra={"dtype": dname, "shape": str(shape), "layout": layout, "batch": L,
-                                           "beta": beta, "variant": vname, "rel_err": err,
-                                           "out_dtype": "float32" if out32 else dname})
+                        variants.append((vname, label, ours,
+                                         {"dtype": dname, "shape": str(shape), "layout": layout, "batch": L,
+                                          "beta": beta, "variant": vname, "rel_err": err,
+                                          "out_dtype": "float32" if out32 else dname}))
+                    self.record_variants("main", variants, shape.flops, theirs, sets, baseline=base)
                     del A, B, C, D, D_ours, T, ref, batched
                     self.free()
 
@@ -1366,25 +1465,28 @@ class Bench:
                         extra = dict(common, rel_err=self.rel_err(D[0], ref), err_vs=bname, baseline_call=text,
                                      use_fast_accum=fast, baseline_err_fp32=self.rel_err(ref, ref32),
                                      torch=torch.__version__)
+                        rows = []
                         for v, kw, ours_v in variants:
                             D[0].fill(float("nan"))         # each variant's own output, never the previous one's
                             ours_v(0)
-                            self.record("fp8", _variant_label(label, v), shape.flops, ours_v, fn, sets, baseline=bname,
-                                        peak=PEAK_FP8_TFLOPS, extra=dict(extra, variant=v,
-                                                                         rel_err=self.rel_err(D[0], ref)))
+                            rows.append((v, _variant_label(label, v), ours_v,
+                                         dict(extra, variant=v, rel_err=self.rel_err(D[0], ref))))
+                        self.record_variants("fp8", rows, shape.flops, fn, sets, baseline=bname, peak=PEAK_FP8_TFLOPS)
                         timed = True
                     del TA, TB, TSA, TSB, TD, OUT
                 except Exception as e:  # noqa: BLE001 - a broken torch drops the baseline, not the suite
                     skipped = f"torch baseline failed: {type(e).__name__}: {e}"
                     print(f"fp8      {label}: {skipped}", flush=True)
             if not timed:
+                rows = []
                 for v, kw, ours_v in variants:
                     D[0].fill(float("nan"))
                     ours_v(0)
-                    self.record("fp8", _variant_label(label, v), shape.flops, ours_v, None, sets,
-                                baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
-                                extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref32),
-                                           err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped))
+                    rows.append((v, _variant_label(label, v), ours_v,
+                                 dict(common, variant=v, rel_err=self.rel_err(D[0], ref32),
+                                      err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped)))
+                self.record_variants("fp8", rows, shape.flops, None, sets, baseline=NO_BASELINE,
+                                     peak=PEAK_FP8_TFLOPS)
             del A, BT, SA, SB, D, ref32
             self.free()
             if torch is not None:
@@ -1427,17 +1529,18 @@ class Bench:
             with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
                 ref32 = cp.matmul(ad, bd.T)
             del ad, bd
+            rows = []
             for v, kw, ours in variants:
                 D[0].fill(float("nan"))
                 ours(0)
                 err = self.rel_err(D[0], ref32)
-                self.record("fp8", _variant_label(f"e4m3 block {shape} TN", v), shape.flops, ours, None, sets,
-                            baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS,
-                            extra={"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1,
-                                   "out_dtype": "bf16", "scale_mode": "block", "variant": v, "rawcoop_call": call,
-                                   "rel_err": err, "rawcoop_err_fp32": err,
-                                   "err_vs": "fp32 GEMM of the dequantised inputs",
-                                   "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"})
+                rows.append((v, _variant_label(f"e4m3 block {shape} TN", v), ours,
+                             {"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1,
+                              "out_dtype": "bf16", "scale_mode": "block", "variant": v, "rawcoop_call": call,
+                              "rel_err": err, "rawcoop_err_fp32": err,
+                              "err_vs": "fp32 GEMM of the dequantised inputs",
+                              "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"}))
+            self.record_variants("fp8", rows, shape.flops, None, sets, baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS)
             del A, BT, SA, SB, D, ref32
             self.free()
 
@@ -1478,16 +1581,17 @@ class Bench:
                     print(f"tf32     WARNING {label}: cupy.matmul's error vs float64 is {e64:.1e}, as full fp32 "
                           "would give; TF32 gives ~1e-4..1e-3.  The cuBLAS baseline did NOT run in TF32.",
                           file=sys.stderr, flush=True)
+                rows = []
                 for v, kw, ours in variants:
                     D[0].fill(float("nan"))             # each variant's own output, never the previous one's
                     ours(0)
-                    self.record("tf32", _variant_label(label, v), shape.flops, ours,
-                                lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
-                                baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
-                                peak=PEAK_TF32_TFLOPS,
-                                extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref), err_vs="cupy.matmul",
-                                           cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
-                                           baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5))
+                    rows.append((v, _variant_label(label, v), ours,
+                                 dict(common, variant=v, rel_err=self.rel_err(D[0], ref), err_vs="cupy.matmul",
+                                      cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
+                                      baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5)))
+                self.record_variants("tf32", rows, shape.flops, lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
+                                     baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
+                                     peak=PEAK_TF32_TFLOPS)
                 del ref
             if torch is not None:
                 try:
@@ -1503,16 +1607,17 @@ class Bench:
                         if e64 < 5e-5:
                             print(f"tf32     WARNING {label}: torch.matmul's error vs float64 is {e64:.1e}: not TF32",
                                   file=sys.stderr, flush=True)
+                        rows = []
                         for v, kw, ours in variants:
                             D[0].fill(float("nan"))
                             ours(0)
-                            self.record("tf32", _variant_label(label, v), shape.flops, ours,
-                                        lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
-                                        sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS,
-                                        extra=dict(common, variant=v, rel_err=self.rel_err(D[0], ref),
-                                                   err_vs="torch.matmul", torch_setting=setting,
-                                                   torch=torch.__version__, baseline_err_fp64=e64,
-                                                   baseline_tf32_evident=e64 >= 5e-5))
+                            rows.append((v, _variant_label(label, v), ours,
+                                         dict(common, variant=v, rel_err=self.rel_err(D[0], ref),
+                                              err_vs="torch.matmul", torch_setting=setting,
+                                              torch=torch.__version__, baseline_err_fp64=e64,
+                                              baseline_tf32_evident=e64 >= 5e-5)))
+                        self.record_variants("tf32", rows, shape.flops, lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
+                                             sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS)
                     del TA, TB, TD, ref
                 except Exception as e:  # noqa: BLE001 - a broken torch drops this baseline only
                     print(f"tf32     torch baseline failed on {label}: {type(e).__name__}: {e}", flush=True)

@@ -859,9 +859,8 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite main --dtype bfloat16 --shapes 1024x5760x2048,",
-        f"--variants auto,block_n=128,block_m=192,swap=1 --timing batch --rounds 5 --iters 10 "
-        f"--json {out}/exp_one_wave_tail.json",
+        "python -m rawcoop bench --suite fp8 --fp8-shapes 2048x2624x4096,",
+        f"--variants auto,block_n=128 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp8_one_wave.json",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
@@ -943,6 +942,8 @@ def test_main_suite_out_dtype_float32(fake_gpu):
     b.main()
     assert [r["case"] for r in b.rows] == ["fp16 64x48x32 TN out=fp32", "fp16 64x48x32 TN swap=1 out=fp32"]
     assert all(r["out_dtype"] == "float32" and r["rel_err"] < 1e-2 for r in b.rows)
+    assert "vs_first" not in b.rows[0] and b.rows[1]["vs_variant"] == "auto"    # timed in the same rounds
+    assert b.rows[0]["rounds"][0]["baseline_ms"] == b.rows[1]["rounds"][0]["baseline_ms"]
     assert set(calls) == {("fp16", "float32")}
     assert bench.settings_of(b.args)["out_dtype"] == "float32"
     calls.clear()
@@ -951,3 +952,54 @@ def test_main_suite_out_dtype_float32(fake_gpu):
     b.main()
     assert b.rows[0]["out_dtype"] == "fp16" and set(calls) == {("fp16", "float16")}
     assert bench.main(["--out-dtype", "float32", "--beta", "0.5"]) == 2
+
+
+def test_variants_share_rounds():
+    """More than one --variants entry: every variant and the baseline are
+    timed in the same rounds (compare_variants), the variants' order rotated
+    each round and the baseline first / last in turn; each later variant's
+    row carries its time against the first's of the same rounds, and the
+    report shows the column and a per-variant summary."""
+    import time
+    import types
+    cp = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        Event=_FakeEvent, get_elapsed_time=lambda s, e: (e.t - s.t) * 1e3,
+        Device=lambda *a: types.SimpleNamespace(synchronize=lambda: None)))
+    order = []
+
+    def sleeper(name, seconds):
+        def fn(i):
+            order.append(name)
+            time.sleep(seconds)
+        return fn
+    fns = [sleeper("a", 0.004), sleeper("b", 0.002), sleeper("c", 0.008)]
+    hosts = [{}, {}, {}]
+    per = bench.compare_variants(cp, fns, sleeper("t", 0.004), 1, 4, 1, hosts, "batch")
+    timed = order[3 * 4:]                           # after the warm-up's 3 x (a, b, c, t)
+    assert timed == ["t", "a", "b", "c", "b", "c", "a", "t", "t", "c", "a", "b", "a", "b", "c", "t"]
+    assert [len(p) for p in per] == [4, 4, 4]
+    for r in range(4):                              # one baseline time per round, shared by every variant
+        assert per[0][r][1] == per[1][r][1] == per[2][r][1] is not None
+    assert hosts[0]["theirs"] is hosts[1]["theirs"] and len(hosts[2]["ours"]) == 4
+    vs = bench.vs_first_fields(per[0], per[1], "auto")
+    assert vs["vs_variant"] == "auto" and 1.5 < vs["vs_first"] < 2.5 and vs["vs_first_min"] <= vs["vs_first_max"]
+    assert 0.3 < bench.vs_first_fields(per[0], per[2], "auto")["vs_first"] < 0.7
+    alone = bench.compare_variants(cp, fns[:2], None, 1, 2, 1, None, "batch")
+    assert all(tt is None for p in alone for _, tt in p)
+
+    b = bench.Bench.__new__(bench.Bench)
+    b.cp, b.rows, b.on_row = cp, [], None
+    b.args = types.SimpleNamespace(rounds=3, iters=1, timing="batch")
+    extra = {"dtype": "bf16", "shape": "64x64x64", "layout": "TN", "batch": 1, "beta": 0.0}
+    rows = b.record_variants("main", [("auto", "bf16 64x64x64 TN", fns[0], dict(extra, variant="auto")),
+                                      ("block_n=128", "bf16 64x64x64 TN block_n=128", fns[1],
+                                       dict(extra, variant="block_n=128"))],
+                             2.0 * 64 ** 3, sleeper("t", 0.004), 1)
+    assert "vs_first" not in rows[0] and rows[1]["vs_variant"] == "auto" and rows[1]["vs_first"] > 1.2
+    assert len(rows[1]["rounds"]) == 3 and rows[0]["ratio"] is not None
+    text = bench.format_report({"rows": rows})
+    assert "vs first variant (same rounds)" in text
+    assert "main bf16 block_n=128 vs auto (cuBLAS rows): " in text and "over 1 case, faster on 1" in text
+    one = b.record_variants("main", [("auto", "bf16 64x64x64 TN", fns[0], dict(extra, variant="auto"))],
+                            2.0 * 64 ** 3, None, 1)
+    assert "vs_first" not in one[0] and "vs first variant" not in bench.format_report({"rows": one})
