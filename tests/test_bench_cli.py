@@ -1003,3 +1003,31 @@ def test_variants_share_rounds():
     one = b.record_variants("main", [("auto", "bf16 64x64x64 TN", fns[0], dict(extra, variant="auto"))],
                             2.0 * 64 ** 3, None, 1)
     assert "vs_first" not in one[0] and "vs first variant" not in bench.format_report({"rows": one})
+
+
+def test_variants_in_the_fp8_tf32_and_block_suites(fake_gpu, monkeypatch):
+    """fp8 (with and without its torch baseline), --fp8-block and tf32 rows
+    of two variants: both timed in the same rounds, the second's row with
+    vs_first, each with its own output's error."""
+    import numpy as np
+
+    import rawcoop
+    monkeypatch.setattr(rawcoop, "mn_major_scales", lambda x: np.asfortranarray(x))
+    argv = ["--suite", "fp8,tf32", "--fp8-shapes", "64x48x32", "--tf32-shapes", "48x40x24", "--fp8-block",
+            "--fp8-block-shapes", "48x200x272", "--variants", "auto,block_n=128", "--rounds", "2", "--iters", "1"]
+    for torch in (_fake_torch(), None):
+        b, _ = fake_gpu(argv, torch)
+        b.fp8()
+        b.tf32()
+        pairs = list(zip(b.rows[::2], b.rows[1::2]))
+        # fp8: one pair per baseline (default, fast-accum; none without torch), one block-scaled pair,
+        # tf32: cuBLAS and torch (cuBLAS alone without torch)
+        assert len(b.rows) % 2 == 0 and len(pairs) == (2 + 1 + 2 if torch else 1 + 1 + 1)
+        for first, second in pairs:
+            assert first["variant"] == "auto" and second["variant"] == "block_n=128"
+            assert second["case"] == first["case"] + " block_n=128" and second["vs_variant"] == "auto"
+            assert "vs_first" not in first and second["vs_first"] > 0 and second["rel_err"] < 1e-2
+            assert len(first["rounds"]) == len(second["rounds"]) == 2
+            if first["ratio"] is not None:       # the same baseline time each round
+                assert [r["baseline_ms"] for r in first["rounds"]] == [r["baseline_ms"] for r in second["rounds"]]
+        assert "vs first variant (same rounds)" in bench.format_report({"rows": b.rows})
