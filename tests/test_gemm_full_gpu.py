@@ -10,8 +10,6 @@ roundoff u, i.e. ~2.3e-3 for bf16, ~2.8e-4 for fp16.  Tolerances are about
 (~sqrt(K)·2^-24 relative) and the activations' ex2.approx (2^-22 relative):
 tolerance 2e-5.
 """
-import itertools
-
 import numpy as np
 import pytest
 
