@@ -621,7 +621,7 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     and exposes its epilogues, where ping-pong's 128x128 tiles run whole-K
     (H200 stop 25, auto plans A/B in alternating rounds, bench/NOTES.md:
     in sample 5 of 5 faster, +12% to +28% (1024x5760x2048 0.87 -> 0.99 of
-    cuBLAS); out of sample 21 of 23 faster, about +9% geomean (+1% to +40%;
+    cuBLAS); out of sample 21 of 23 faster, about +10% geomean (+1% to +40%;
     fp16 6480x944x2048 -7%, 800x7856x1536 -2%), all four layouts; K of
     2560-3072 10 of 14 (losses to -11%) and K >= 4096 0 of 6: not there;
     a second wave under 20% full (16-way tail splits) or over 80% (a whole
