@@ -1,0 +1,148 @@
+"""CPU: bench/rule_ab.py (A/B of a host rule constant on automatic plans):
+argument parsing with clear errors, the rule's constants set for each side's
+plans and restored, alternating timed rounds, errors against float64, the
+summary, and a clean exit without a GPU.  The GPU side is a numpy fake."""
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rawcoop import gemm_configs as gc
+from rawcoop import scheduler
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("rule_ab", ROOT / "bench" / "rule_ab.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rule_ab = _load()
+
+
+def test_parse_case():
+    assert rule_ab.parse_case("bf16:1024x5760x2048") == ("bf16", "TN", 1024, 5760, 2048)
+    assert rule_ab.parse_case(" fp16:nn:8x16x24 ") == ("fp16", "NN", 8, 16, 24)
+    assert rule_ab.parse_case("e4m3:TN:64x64x128") == ("e4m3", "TN", 64, 64, 128)
+    for bad, needle in [("bf16", "KIND:MxNxK"), ("int8:8x8x8", "kind must be one of"),
+                        ("bf16:XY:8x8x8", "layout must be one of"), ("tf32:NN:8x8x8", "runs TN only"),
+                        ("bf16:8x8", "MxNxK with integers"), ("bf16:0x8x8", "positive"),
+                        ("e4m3:8x8x24", "multiple of 16"), ("bf16:8x8x12", "multiple of 8"),
+                        ("tf32:8x8x6", "multiple of 4")]:
+        with pytest.raises(ValueError, match=needle):
+            rule_ab.parse_case(bad)
+
+
+def test_parse_rule():
+    mod, name, a, b = rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048")
+    assert mod is gc and name == "PINGPONG_ONE_WAVE_K_16BIT" and (a, b) == (0, 2048) and type(a) is int
+    assert rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_TAIL=(0.1,0.9)/(0.2, 0.8)")[2:] == ((0.1, 0.9),
+                                                                                                  (0.2, 0.8))
+    mod, name, a, b = rule_ab.parse_rule("gemm_configs.SWAP_WAVES_RATIO=0.91/1")
+    assert (a, b) == (0.91, 1.0) and type(b) is float
+    assert rule_ab.parse_rule("scheduler.TAIL_MAX_SPLITS=4/16")[0] is scheduler
+    for bad, needle in [("gemm_configs.X", "module.NAME=A/B"), ("nomod.X=1/2", "no module rawcoop.nomod"),
+                        ("gemm_configs.NOPE=1/2", "has no constant NOPE"),
+                        ("gemm_configs.SWAP_WAVES_RATIO=abc/1", "not a literal"),
+                        ("gemm_configs.PINGPONG_ONE_WAVE_TAIL=(0.1,0.9)/0.5", "does not match"),
+                        ("gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/'x'", "does not match")]:
+        with pytest.raises(ValueError, match=needle):
+            rule_ab.parse_rule(bad)
+    assert gc.PINGPONG_ONE_WAVE_K_16BIT == 2048        # parsing changes nothing
+
+
+def _fake_plans(monkeypatch, slow_when):
+    """rawcoop.gemm._plan_for on numpy: a plan whose configuration follows
+    the rule constant at build time; the 128x256 plan's calls sleep 2 ms, the
+    ping-pong plan's 1 ms, and both compute a @ b (the B side rounded to
+    float32 first, so its error is larger)."""
+    import importlib
+
+    import numpy as np
+    gemm = importlib.import_module("rawcoop.gemm")      # the module (rawcoop.gemm is also the function)
+
+    import ml_dtypes
+    value_of = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+
+    class Plan:
+        def __init__(self, a, b, wide, kw):
+            if kw.get("a_format") == "e4m3":        # the kernel's view: codes x per-tensor scales
+                a, b = value_of[a] * kw["scale_a"], value_of[b] * kw["scale_b"]
+            self.a, self.b, self.wide = a, b, wide
+            self.cfg = gc.GemmConfig(256 if wide else 128, gc.BF16, pingpong=not wide)
+            self.decomposition = scheduler.Decomposition(tiles=184 if wide else 360, k_blocks=32,
+                                                         tiles_dp=132 if wide else 360, splits=2 if wide else 1)
+
+        def run(self, cp, out):
+            time.sleep(0.002 if self.wide else 0.001)
+            r = self.a.astype(np.float64) @ self.b.astype(np.float64)
+            out[...] = r if self.wide else r.astype(np.float32)
+    built = []
+
+    def plan_for(a, b, **kw):
+        built.append((gc.PINGPONG_ONE_WAVE_K_16BIT, kw))
+        return Plan(a, b, gc.PINGPONG_ONE_WAVE_K_16BIT == slow_when, kw)
+    monkeypatch.setattr(gemm, "_plan_for", plan_for)
+    return built
+
+
+def test_run_case_on_a_numpy_gpu(monkeypatch):
+    from test_bench_cli import _fake_cupy
+    cp, _ = _fake_cupy()
+    built = _fake_plans(monkeypatch, slow_when=0)
+    rules = [rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048")]
+    row = rule_ab.run_case(cp, ("bf16", "NT", 48, 40, 32), rules, 3, 2, 1 << 20)
+    assert gc.PINGPONG_ONE_WAVE_K_16BIT == 2048                    # restored
+    sets = row["sets"]
+    assert sets == 8 and [v for v, _ in built] == [0] * sets + [2048] * sets
+    assert row["cfg_a"] == "128x256" and row["cfg_b"] == "128x128 pp" and "splits=2" in row["dec_a"]
+    assert 0 < row["err_a"] < 5e-3 and 0 < row["err_b"] < 5e-3    # the bf16 output's rounding
+    assert len(row["rounds"]) == 3 and 1.4 < row["b_vs_a"] < 2.6 and row["b_vs_a_min"] <= row["b_vs_a_max"]
+    assert row["a_tflops"] < row["b_tflops"]
+    line = rule_ab.format_row(row)
+    assert line.startswith("bf16:NT:48x40x32") and "B/A" in line
+    same = dict(row, same_plan=True)
+    assert "same plan: not timed" in rule_ab.format_row(same)
+    text = rule_ab.summary([row, same])
+    assert "over 1 changed case, B faster on 1; 1 unchanged" in text
+    assert rule_ab.summary([same]) == "no case changed its plan"
+    # fp8 and tf32 operands: gemm's keywords, exact float64 products
+    for kind in ("e4m3", "tf32"):
+        built.clear()
+        row = rule_ab.run_case(cp, (kind, "TN", 32, 16, 32), rules, 1, 1, 1 << 20)
+        kw = built[0][1]
+        assert (kw.get("precision") == "tf32") if kind == "tf32" else (kw["a_format"] == "e4m3" and
+                                                                        kw["scale_a"] > 0 and kw["scale_b"] > 0)
+        assert row["err_a"] < (1e-6 if kind == "tf32" else 5e-3)     # the output's rounding (float32 / bf16)
+
+
+def test_same_plan_is_not_timed(monkeypatch):
+    from test_bench_cli import _fake_cupy
+    cp, _ = _fake_cupy()
+    _fake_plans(monkeypatch, slow_when=12345)     # both sides build the same ping-pong plan
+    row = rule_ab.run_case(cp, ("fp16", "TN", 16, 16, 16), [rule_ab.parse_rule(
+        "gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048")], 2, 2, 1 << 20)
+    assert row["same_plan"] and "b_vs_a" not in row
+
+
+def test_command_line_without_a_gpu_and_with_bad_arguments():
+    def run(*args):
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "rule_ab.py"), *args], capture_output=True,
+                              text=True, timeout=120, cwd=str(ROOT))
+    p = run("--rule", "gemm_configs.NOPE=1/2", "--cases", "bf16:8x8x8")
+    assert p.returncode == 2 and "has no constant NOPE" in p.stderr and "Traceback" not in p.stderr
+    p = run("--rule", "gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048", "--cases", "bf16:8x8x7")
+    assert p.returncode == 2 and "multiple of 8" in p.stderr
+    p = run("--rule", "gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048", "--cases", "bf16:8x8x8", "--rounds", "0")
+    assert p.returncode == 2
+    p = run("--help")
+    assert p.returncode == 0 and "module.NAME=A/B" in p.stdout
+    p = run("--rule", "gemm_configs.PINGPONG_ONE_WAVE_K_16BIT=0/2048", "--cases", "bf16:8x8x8")
+    if p.returncode == 1:          # no GPU here (CI): one line, no traceback
+        assert p.stderr.startswith("rule_ab: no usable GPU") and "Traceback" not in p.stderr
