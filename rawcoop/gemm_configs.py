@@ -579,8 +579,9 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
 
 PINGPONG_MAX_K_16BIT = 6144        # choose_block_n, 16-bit, >= 2 waves of 128x256: ping-pong 128x128 up to this K
 PINGPONG_SHORT_K_16BIT = 2048      # ... when the last wave is partial (<= 80% full), or whatever it is up to this K
-PINGPONG_ONE_WAVE_K_16BIT = 2048   # ... and between one and two waves up to this K, when the second wave
-PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... is this share of the SMs
+PINGPONG_ONE_WAVE_K_BLOCKS = 32    # ... and between one and two waves up to this many k-blocks (16-bit: K 2048),
+PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... when the second wave is this share of the SMs,
+PINGPONG_ONE_WAVE_KINDS = (FP16, BF16)  # ... for these input kinds (A's; fp8 not measured yet)
 
 
 WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
@@ -588,7 +589,8 @@ WIDE_FILL_MIN_K = 2048             # ... when K is at least this (shorter K: not
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
-                   one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False) -> int:
+                   one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False,
+                   one_wave_block_k: int | None = None) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
     WIDE_TILES_FILL (90%) of them one with K >= WIDE_FILL_MIN_K (where 128x128
     tiles would run a second, nearly full round: the same time in rounds, and
@@ -614,10 +616,12 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     3072x4096x2048 1.070 / 1.050 vs 0.983 / 0.982 (0.91, short K); but nearly
     whole waves keep 128x256: 4096^3 0.970 / 0.960 vs 0.981 / 0.992 (0.88),
     4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
-    0.992 / 0.981 vs 0.992 / 0.983 (0.94); and (``pingpong_16bit`` too)
-    between one and two waves of 128x256 tiles whose second is
-    PINGPONG_ONE_WAVE_TAIL (20-80%) full, K <= PINGPONG_ONE_WAVE_K_16BIT
-    (2048): the cooperative kernel splits (or stream-Ks) that second wave
+    0.992 / 0.981 vs 0.992 / 0.983 (0.94); and (``one_wave_block_k``: the
+    kind's BLOCK_K where the rule applies (PINGPONG_ONE_WAVE_KINDS), 0 where
+    it does not; None: BLOCK_K with ``pingpong_16bit``) between one and two waves of
+    128x256 tiles whose second is PINGPONG_ONE_WAVE_TAIL (20-80%) full, K of
+    at most PINGPONG_ONE_WAVE_K_BLOCKS (32) k-blocks (16-bit: K <= 2048):
+    the cooperative kernel splits (or stream-Ks) that second wave
     and exposes its epilogues, where ping-pong's 128x128 tiles run whole-K
     (H200 stop 25, auto plans A/B in alternating rounds, bench/NOTES.md:
     in sample 5 of 5 faster, +12% to +28% (1024x5760x2048 0.87 -> 0.99 of
@@ -657,13 +661,15 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     if tiles_256 >= sm_count or nearly_full_wave:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         tail = tiles_256 % sm_count
-        short_k_waves_16bit = pingpong_16bit and k is not None and (
-            (tiles_256 >= 2 * sm_count
-             and (k <= PINGPONG_SHORT_K_16BIT or
-                  (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
-            or (sm_count < tiles_256 < 2 * sm_count and k <= PINGPONG_ONE_WAVE_K_16BIT
-                and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count))
-        return 128 if short_k_many_waves or short_k_waves_16bit else 256
+        short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
+                               and (k <= PINGPONG_SHORT_K_16BIT or
+                                    (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+        if one_wave_block_k is None:
+            one_wave_block_k = BLOCK_K if pingpong_16bit else 0
+        one_wave_short_k = (one_wave_block_k > 0 and k is not None and sm_count < tiles_256 < 2 * sm_count
+                            and k <= PINGPONG_ONE_WAVE_K_BLOCKS * one_wave_block_k
+                            and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count)
+        return 128 if short_k_many_waves or short_k_waves_16bit or one_wave_short_k else 256
     if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
         return 64
     if wide_split_k and k is not None and wide_split_k_fits(m, n, batches, sm_count, k):
@@ -818,10 +824,12 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                          f"128-column scale block; accumulators + promotion temporaries in 128 registers), "
                          f"got {block_n}")
     forced_block_n = block_n
+    ping_pong_free = pingpong is not False and streamk is None and splits is None and cluster is None
     block_n = block_n or choose_block_n(km, kn, batch, sm_count, k, one_row_narrow=not block,
                                         wide_split_k=kind_a in (FP16, BF16) and not pingpong,
-                                        pingpong_16bit=kind_a in (FP16, BF16) and pingpong is not False
-                                        and streamk is None and splits is None and cluster is None)
+                                        pingpong_16bit=kind_a in (FP16, BF16) and ping_pong_free,
+                                        one_wave_block_k=(block_k_of(kind_a) if kind_a in PINGPONG_ONE_WAVE_KINDS
+                                                          and ping_pong_free and not block else 0))
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:

@@ -859,13 +859,23 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite fp8 --fp8-shapes 2048x2624x4096,",
-        f"--variants auto,block_n=128 --timing batch --rounds 5 --iters 10 --json {out}/exp_fp8_one_wave.json",
+        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_KINDS=(0,1)/(0,1,3)'",
+        f"e4m3:1824x3840x2048 --json {out}/exp_fp8_one_wave_ab.json",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
         argv = cmd.split(";")[0].split("\n")[0].split()
         bench.build_parser().parse_args(argv)
+    # and every rule_ab command: its rules and cases parse
+    import importlib.util
+    import shlex
+    spec = importlib.util.spec_from_file_location("rule_ab", ROOT / "bench" / "rule_ab.py")
+    rule_ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rule_ab)
+    for cmd in text.split("bench/rule_ab.py ")[1:]:
+        args = rule_ab.build_parser().parse_args(shlex.split(cmd.split(";")[0].split("\n")[0]))
+        assert all(rule_ab.parse_rule(r) for r in args.rule)
+        assert all(rule_ab.parse_case(c) for c in args.cases.split(","))
     for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
         assert f"] {name} (cap " in text
     assert "-m pytest -m gpu" not in text and "test_streamk_gpu" not in text     # part 1's suite is not here

@@ -286,6 +286,33 @@ def test_tile_choice_rule():
     assert choose_block_n(8192, 16, 1, 132, 8192) == 64             # swap-AB small M
 
 
+def test_one_wave_rule_kinds(monkeypatch):
+    """choose_block_n's one-wave rule counts K in k-blocks of the kind
+    (PINGPONG_ONE_WAVE_K_BLOCKS = 32: 16-bit K <= 2048) and applies to
+    PINGPONG_ONE_WAVE_KINDS (fp16/bf16; adding e4m3 is how bench/rule_ab.py
+    measures fp8 there: K <= 4096 with 128-element k-blocks)."""
+    from rawcoop import gemm_configs as gc
+
+    def plan(kind, m, n, k, **kw):
+        return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name="bfloat16",
+                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False, **kw)
+    wide = plan(gc.BF16, 1024, 5760, 2560)                        # 184 tiles, 39% second wave, K > 2048
+    assert (wide.block_n, wide.pingpong) == (256, False)
+    for kind in (gc.BF16, gc.FP16):
+        p = plan(kind, 1024, 5760, 2048)
+        assert (p.block_m, p.block_n, p.pingpong) == (128, 128, True)
+        assert plan(kind, 1024, 5760, 2048, pingpong=False).block_n == 256    # ping-pong ruled out: not the rule
+    fp8 = plan(gc.E4M3, 1856, 3200, 2048)                         # 195 tiles: fp8 is not in the kinds ...
+    assert fp8.block_n == 256 and not fp8.pingpong
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_KINDS", (gc.FP16, gc.BF16, gc.E4M3))
+    for k in (2048, 4096):                                        # ... with it: up to 32 x 128 of K
+        p = plan(gc.E4M3, 1856, 3200, k)
+        assert (p.block_m, p.block_n, p.pingpong) == (128, 128, True), (k, p)
+    assert plan(gc.E4M3, 1856, 3200, 4224).block_n == 256
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_KINDS", ())
+    assert plan(gc.BF16, 1024, 5760, 2048).block_n == 256          # no kinds: the rule is off, 16-bit too
+
+
 def test_swap_choice_rule():
     from rawcoop.gemm_configs import BF16, E4M3, TF32, choose_swap, config_for_problem
     kw = dict(out_fp32=False, block=False)

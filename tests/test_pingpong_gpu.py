@@ -101,7 +101,7 @@ def test_pingpong_swap_ab_column_major_d(m):
     ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
 def test_auto_pingpong_one_wave_short_k(dtype, layout, shape):
     """Between one and two waves of 128x256 tiles with the second 20-80% full
-    and K <= 2048 (gemm_configs.PINGPONG_ONE_WAVE_K_16BIT, stop 25), the
+    and K <= 2048 (gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS, stop 25), the
     automatic plan is ping-pong 128x128 (on a 132-SM H100/H200), right
     against float64 with a NaN-poisoned output, deterministic; with C, a
     bias and an activation too."""

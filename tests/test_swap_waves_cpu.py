@@ -156,9 +156,9 @@ def test_no_swap_onto_a_larger_grid(m, n, k, out, monkeypatch):
     choose_block_n's one-wave rule, un-swapped too."""
     auto = _auto(m, n, k, out_name=out)
     assert not auto.d_colmajor
-    if k <= gc.PINGPONG_ONE_WAVE_K_16BIT:
+    if k <= gc.PINGPONG_ONE_WAVE_K_BLOCKS * gc.BLOCK_K:
         assert auto.pingpong and auto.block_n == 128
-    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_K_16BIT", 0)
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_K_BLOCKS", 0)
     assert not _auto(m, n, k, out_name=out).d_colmajor
     old = _without_rule(m, n, k, out_name=out)
     swapped = _auto(m, n, k, out_name=out, swap=True)
