@@ -142,7 +142,7 @@ def operands(cp, kind, layout, m, n, k, seed):
         x = normal((rows, k))
         scale = float(np.float32(float(cp.abs(x).max()) / bench.E4M3_MAX))
         q = bench.quantize_e4m3(cp, x / cp.float32(scale), table)
-        out.append((q, scale, value_of[q] * scale))
+        out.append((q, scale, value_of[q.astype(cp.int32)] * scale))     # (int32 indices, as the bench's fp8 suite)
     (qa, sa, a64), (qb, sb, bt64) = out
     kw = {"a_format": "e4m3", "b_format": "e4m3", "scale_a": sa, "scale_b": sb,
           "out_dtype": np.dtype(ml_dtypes.bfloat16)}
