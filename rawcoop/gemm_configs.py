@@ -590,7 +590,7 @@ WIDE_FILL_MIN_K = 2048             # ... when K is at least this (shorter K: not
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
                    one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False,
-                   one_wave_block_k: int | None = None) -> int:
+                   one_wave_block_k: int = 0) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
     WIDE_TILES_FILL (90%) of them one with K >= WIDE_FILL_MIN_K (where 128x128
     tiles would run a second, nearly full round: the same time in rounds, and
@@ -618,7 +618,7 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
     0.992 / 0.981 vs 0.992 / 0.983 (0.94); and (``one_wave_block_k``: the
     kind's BLOCK_K where the rule applies (PINGPONG_ONE_WAVE_KINDS), 0 where
-    it does not; None: BLOCK_K with ``pingpong_16bit``) between one and two waves of
+    it does not) between one and two waves of
     128x256 tiles whose second is PINGPONG_ONE_WAVE_TAIL (20-80%) full, K of
     at most PINGPONG_ONE_WAVE_K_BLOCKS (32) k-blocks (16-bit: K <= 2048):
     the cooperative kernel splits (or stream-Ks) that second wave
@@ -664,8 +664,6 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
         short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
                                and (k <= PINGPONG_SHORT_K_16BIT or
                                     (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
-        if one_wave_block_k is None:
-            one_wave_block_k = BLOCK_K if pingpong_16bit else 0
         one_wave_short_k = (one_wave_block_k > 0 and k is not None and sm_count < tiles_256 < 2 * sm_count
                             and k <= PINGPONG_ONE_WAVE_K_BLOCKS * one_wave_block_k
                             and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count)

@@ -241,18 +241,19 @@ def test_tile_choice_rule():
     assert choose_block_n(3072, 3072, 1, 132, 8192, pingpong_16bit=True) == 256    # longer K
     assert choose_block_n(3072, 3072, 1, 132, 3072) == 256                         # not 16-bit
     # 16-bit, between one and two waves of 128x256 with the second 20-80% full, K <= 2048: ping-pong 128x128
-    assert choose_block_n(2304, 2304, 1, 132, 2048, pingpong_16bit=True) == 128    # 162 tiles: 23% in wave 2
-    assert choose_block_n(1024, 5760, 1, 132, 2048, pingpong_16bit=True) == 128    # 184 tiles: 39%
-    assert choose_block_n(3072, 2048, 1, 132, 1024, pingpong_16bit=True) == 128    # 192 tiles: 45%
-    assert choose_block_n(1024, 5760, 1, 132, 2560, pingpong_16bit=True) == 256    # K > 2048
+    assert choose_block_n(2304, 2304, 1, 132, 2048, one_wave_block_k=64) == 128    # 162 tiles: 23% in wave 2
+    assert choose_block_n(1024, 5760, 1, 132, 2048, one_wave_block_k=64) == 128    # 184 tiles: 39%
+    assert choose_block_n(3072, 2048, 1, 132, 1024, one_wave_block_k=64) == 128    # 192 tiles: 45%
+    assert choose_block_n(1024, 5760, 1, 132, 2560, one_wave_block_k=64) == 256    # K > 2048
     assert choose_block_n(1024, 5760, 1, 132, 2048) == 256                         # not 16-bit
-    assert choose_block_n(2048, 2304, 1, 132, 2048, pingpong_16bit=True) == 256    # 144 tiles: 9% in wave 2
-    assert choose_block_n(4672, 1568, 1, 132, 1536, pingpong_16bit=True) == 256    # 259 tiles: 96%
-    assert choose_block_n(384, 20224, 1, 132, 2048, pingpong_16bit=True) == 128    # 237 tiles: 105 <= 0.8 x 132
-    assert choose_block_n(2176, 3584, 1, 132, 2048, pingpong_16bit=True) == 256    # 238 tiles: 106 > 0.8 x 132
-    assert choose_block_n(384, 13568, 1, 132, 2048, pingpong_16bit=True) == 128    # 159 tiles: 27 >= 0.2 x 132
-    assert choose_block_n(256, 20224, 1, 132, 2048, pingpong_16bit=True) == 256    # 158 tiles: 26 < 0.2 x 132
-    assert choose_block_n(1536, 2816, 1, 132, 2048, pingpong_16bit=True) == 256    # 132 tiles: one whole wave
+    assert choose_block_n(1024, 5760, 1, 132, 2048, pingpong_16bit=True) == 256    # one_wave_block_k 0: off
+    assert choose_block_n(2048, 2304, 1, 132, 2048, one_wave_block_k=64) == 256    # 144 tiles: 9% in wave 2
+    assert choose_block_n(4672, 1568, 1, 132, 1536, one_wave_block_k=64) == 256    # 259 tiles: 96%
+    assert choose_block_n(384, 20224, 1, 132, 2048, one_wave_block_k=64) == 128    # 237 tiles: 105 <= 0.8 x 132
+    assert choose_block_n(2176, 3584, 1, 132, 2048, one_wave_block_k=64) == 256    # 238 tiles: 106 > 0.8 x 132
+    assert choose_block_n(384, 13568, 1, 132, 2048, one_wave_block_k=64) == 128    # 159 tiles: 27 >= 0.2 x 132
+    assert choose_block_n(256, 20224, 1, 132, 2048, one_wave_block_k=64) == 256    # 158 tiles: 26 < 0.2 x 132
+    assert choose_block_n(1536, 2816, 1, 132, 2048, one_wave_block_k=64) == 256    # 132 tiles: one whole wave
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K) ...
     assert choose_block_n(1024, 1024, 1, 132, 65536, wide_split_k=True) == 256   # ... 16-bit: 256 + 4 splits
