@@ -395,6 +395,17 @@ def time_calls(cp, fn, n_sets: int, iters: int, host: list | None = None, timing
     return statistics.median(cp.cuda.get_elapsed_time(s, e) for s, e in zip(starts, ends)) * 1e-3
 
 
+def _warm_up(cp, fns, n_sets: int) -> None:
+    """Three passes of every ``fns`` entry over every input set, then a sync:
+    rawcoop builds (and caches) a plan per set of pointers, and that host
+    work must not land inside a timed call."""
+    for _ in range(3):
+        for i in range(n_sets):
+            for fn in fns:
+                fn(i)
+    cp.cuda.Device().synchronize()
+
+
 def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
             host: dict | None = None, timing: str = "calls") -> list[tuple[float, float | None]]:
     """Warm-up, then ``rounds`` rounds of (ours, theirs) timings in seconds.
@@ -404,12 +415,7 @@ def compare(cp, ours, theirs, n_sets: int, rounds: int, iters: int,
     inside a timed call.  ``theirs`` None: rawcoop alone (theirs' time None).
     ``host``: a dict that gets "ours"/"theirs" lists of host seconds per
     call, one per round.  ``timing``: see time_calls."""
-    for _ in range(3):
-        for i in range(n_sets):
-            ours(i)
-            if theirs is not None:
-                theirs(i)
-    cp.cuda.Device().synchronize()
+    _warm_up(cp, [ours] if theirs is None else [ours, theirs], n_sets)
     out = []
     for _ in range(rounds):
         to = time_calls(cp, ours, n_sets, iters, None if host is None else host.setdefault("ours", []), timing)
@@ -431,13 +437,7 @@ def compare_variants(cp, ours_list, theirs, n_sets: int, rounds: int, iters: int
     dict per variant, as compare's ``host`` (the baseline's list is shared)."""
     nv = len(ours_list)
     host_theirs: list = []
-    for _ in range(3):
-        for i in range(n_sets):
-            for fn in ours_list:
-                fn(i)
-            if theirs is not None:
-                theirs(i)
-    cp.cuda.Device().synchronize()
+    _warm_up(cp, list(ours_list) if theirs is None else [*ours_list, theirs], n_sets)
     out: list[list[tuple[float, float | None]]] = [[] for _ in range(nv)]
 
     def timed(fn, host_list):
@@ -1368,6 +1368,12 @@ class Bench:
         del x, xf
         return q, float(np.float32(amax / E4M3_MAX))
 
+    def e4m3_values(self):
+        """The float32 value of every e4m3 code (index with int32 codes): ml_dtypes' table on the GPU."""
+        import ml_dtypes
+        np = self.np
+        return self.cp.asarray(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32))
+
     def _scaled_mm(self, torch, TA, TB, TSA, TSB, TD, fast: bool):
         """(fn(i), call text, writes_out, None) timing cuBLASLt through
         torch._scaled_mm on set i, or (None, None, False, why) when torch
@@ -1398,10 +1404,8 @@ class Bench:
     def fp8(self):
         """issue 6: e4m3 x e4m3 with per-tensor device scales, bf16 out, TN,
         vs cuBLASLt through torch._scaled_mm on the same bytes and scales."""
-        import ml_dtypes
-
         import rawcoop
-        cp, np = self.cp, self.np
+        cp = self.cp
         bf16 = self.dtypes["bf16"]
         torch, why = self.torch()
         if torch is not None and not (hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")):
@@ -1411,7 +1415,7 @@ class Bench:
         else:
             print(f"fp8      baseline: cuBLASLt through torch._scaled_mm (torch {torch.__version__}), "
                   "use_fast_accum False and True", flush=True)
-        lut = cp.asarray(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32))
+        lut = self.e4m3_values()
         call = ('rawcoop.gemm(a, bt.T, a_format="e4m3", b_format="e4m3", scale_a=sa, scale_b=sb, '
                 'out_dtype=bfloat16, out=d)')
         for shape in self.args.fp8_shapes:
