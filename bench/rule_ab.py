@@ -10,10 +10,11 @@ A rule is a module constant of rawcoop (``module.NAME=A/B``, values parsed as
 the constant's type; tuples as ``(0.2,0.8)``); several --rule options change
 together.  For each case the plan is built twice (``rawcoop.gemm._plan_for``
 with the constants set to A, then to B; plans are not cached there) and the
-two plans run their kernels directly (``plan.run``) on operand sets rotated
-to >= 3x the L2, in ``--rounds`` rounds of ``--iters`` calls between two CUDA
-events (one pair per round and side, A first in even rounds), so clock and
-power drift falls on both sides alike.  Printed per case: each side's
+two plans run their kernels directly (``plan.run``) on the bench's operand
+sets (rawcoop.bench.Bench), rotated to >= 3x the L2, in ``--rounds`` rounds
+of ``--iters`` calls between two CUDA events (one pair per round and side, A
+first in even rounds: rawcoop.bench.compare_variants), so clock and power
+drift falls on both sides alike.  Printed per case: each side's
 configuration and decomposition, TFLOP/s (median over rounds), B/A = A's
 time / B's time per round (median and range; > 1: B is faster), and each
 side's relative Frobenius error against float64 of the exact inputs
@@ -32,15 +33,15 @@ import argparse
 import ast
 import importlib
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rawcoop import bench  # noqa: E402  (after the path insert)
+
 KINDS = ("bf16", "fp16", "e4m3", "tf32")
-LAYOUTS = ("TN", "NN", "NT", "TT")      # as rawcoop.bench.LAYOUTS: A T = row-major (M, K); B N = bt.T
 
 
 def parse_case(text: str) -> tuple[str, str, int, int, int]:
@@ -51,8 +52,8 @@ def parse_case(text: str) -> tuple[str, str, int, int, int]:
     kind, layout = parts[0].lower(), (parts[1].upper() if len(parts) == 3 else "TN")
     if kind not in KINDS:
         raise ValueError(f"case {text!r}: kind must be one of {', '.join(KINDS)}")
-    if layout not in LAYOUTS:
-        raise ValueError(f"case {text!r}: layout must be one of {', '.join(LAYOUTS)}")
+    if layout not in bench.LAYOUTS:
+        raise ValueError(f"case {text!r}: layout must be one of {', '.join(bench.LAYOUTS)}")
     if kind in ("e4m3", "tf32") and layout != "TN":
         raise ValueError(f"case {text!r}: {kind} runs TN only (K-major A and B)")
     try:
@@ -110,52 +111,37 @@ def config_label(cfg) -> str:
             + (" swap" if cfg.d_colmajor else "") + (f" cl{cfg.cluster_size}" if cfg.cluster_size > 1 else ""))
 
 
-def geomean(xs):
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
-def operands(cp, kind, layout, m, n, k, seed):
-    """(a, b, gemm keywords, output dtype, a64, b64): normal data; e4m3
-    quantised per tensor (rawcoop.bench.quantize_e4m3) with its dequantisation
-    scales as gemm's scale_a / scale_b, so a64 @ b64 is the exact product."""
-    import ml_dtypes
-    import numpy as np
-
-    from rawcoop import bench
-    rs = cp.random.RandomState(seed)
-
-    def normal(shape):
-        return rs.standard_normal(shape, dtype=cp.float32)
+def operands(b, kind, layout, m, n, k, seed):
+    """(a, b, gemm keywords, output dtype, a64, b64) from ``b``'s (a
+    rawcoop.bench.Bench) operand helpers, the bench's data: normal, e4m3
+    quantised per tensor (Bench.fp8_operand) with its dequantisation scales
+    as gemm's scale_a / scale_b, so a64 @ b64 is the exact product."""
+    cp = b.cp
+    shape = bench.Shape(m, n, k)
     if kind in ("bf16", "fp16"):
-        dt = np.dtype(ml_dtypes.bfloat16) if kind == "bf16" else np.dtype(np.float16)
-        a = normal((m, k)).astype(dt) if layout[0] == "T" else normal((k, m)).astype(dt).T
-        b = normal((n, k)).astype(dt).T if layout[1] == "N" else normal((k, n)).astype(dt)
-        return a, b, {}, dt, a.astype(cp.float64), b.astype(cp.float64)
+        dt = b.dtypes[kind]
+        x, y = b.operand_a(shape, layout, dt, seed), b.operand_b(shape, layout, dt, seed + 1)
+        return x, y, {}, dt, x.astype(cp.float64), y.astype(cp.float64)
     if kind == "tf32":
-        a, bt = normal((m, k)), normal((n, k))
-        return a, bt.T, {"precision": "tf32"}, np.dtype(np.float32), a.astype(cp.float64), bt.T.astype(cp.float64)
-    vals, codes = bench.e4m3_table()
-    table = (cp.asarray(vals), cp.asarray(codes))
-    value_of = cp.asarray(np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float64))
-    out = []
-    for rows in (m, n):
-        x = normal((rows, k))
-        scale = float(np.float32(float(cp.abs(x).max()) / bench.E4M3_MAX))
-        q = bench.quantize_e4m3(cp, x / cp.float32(scale), table)
-        out.append((q, scale, value_of[q.astype(cp.int32)] * scale))     # (int32 indices, as the bench's fp8 suite)
-    (qa, sa, a64), (qb, sb, bt64) = out
-    kw = {"a_format": "e4m3", "b_format": "e4m3", "scale_a": sa, "scale_b": sb,
-          "out_dtype": np.dtype(ml_dtypes.bfloat16)}
-    return qa, qb.T, kw, np.dtype(ml_dtypes.bfloat16), a64, bt64.T
+        x, y = b.operand_a(shape, "TN", cp.float32, seed), b.operand_b(shape, "TN", cp.float32, seed + 1)
+        return x, y, {"precision": "tf32"}, b.np.dtype(b.np.float32), x.astype(cp.float64), y.astype(cp.float64)
+    values = b.e4m3_values()
+    (qa, sa), (qb, sb) = b.fp8_operand(m, k, seed), b.fp8_operand(n, k, seed + 1)
+    a64 = values[qa.astype(cp.int32)].astype(cp.float64) * sa
+    bt64 = values[qb.astype(cp.int32)].astype(cp.float64) * sb
+    bf16 = b.dtypes["bf16"]
+    kw = {"a_format": "e4m3", "b_format": "e4m3", "scale_a": sa, "scale_b": sb, "out_dtype": bf16}
+    return qa, qb.T, kw, bf16, a64, bt64.T
 
 
-def run_case(cp, case, rules, rounds, iters, l2_bytes):
-    from rawcoop.bench import n_sets_for
+def run_case(b, case, rules, rounds, iters):
+    """One case on ``b`` (a rawcoop.bench.Bench: its CuPy, GPU info and operands): the row."""
     from rawcoop.gemm import _plan_for
+    cp = b.cp
     kind, layout, m, n, k = case
     in_bytes = {"bf16": 2, "fp16": 2, "e4m3": 1, "tf32": 4}[kind]
-    sets = n_sets_for((m * k + n * k) * in_bytes + m * n * 4, l2_bytes)
-    ops = [operands(cp, kind, layout, m, n, k, 100 + 10 * i) for i in range(sets)]
+    sets = bench.n_sets_for((m * k + n * k) * in_bytes + m * n * 4, b.info.l2_bytes)
+    ops = [operands(b, kind, layout, m, n, k, 100 + 10 * i) for i in range(sets)]
     outs = [cp.empty((m, n), ops[0][3]) for _ in range(sets)]
     plans = {}
     saved = [getattr(mod, name) for mod, name, _, _ in rules]
@@ -163,7 +149,7 @@ def run_case(cp, case, rules, rounds, iters, l2_bytes):
         for side, pick in (("A", 2), ("B", 3)):
             for rule in rules:
                 setattr(rule[0], rule[1], rule[pick])
-            plans[side] = [_plan_for(a, b, **kw) for a, b, kw, *_ in ops]
+            plans[side] = [_plan_for(x, y, **kw) for x, y, kw, *_ in ops]
     finally:
         for (mod, name, _, _), v in zip(rules, saved):
             setattr(mod, name, v)
@@ -179,27 +165,19 @@ def run_case(cp, case, rules, rounds, iters, l2_bytes):
         outs[0].fill(float("nan"))
         plans[side][0].run(cp, outs[0])
         row[f"err_{side.lower()}"] = float(cp.linalg.norm(outs[0].astype(cp.float64) - ref)) / den
-    for side in ("A", "B"):                       # warm-up: every set's plan once
-        for i in range(sets):
+
+    def runner(side):
+        def run(i):
             plans[side][i].run(cp, outs[i])
-    cp.cuda.Device().synchronize()
-    times = {"A": [], "B": []}
-    e0, e1 = cp.cuda.Event(), cp.cuda.Event()
-    for r in range(rounds):
-        for side in (("A", "B") if r % 2 == 0 else ("B", "A")):
-            ps = plans[side]
-            e0.record()
-            for it in range(iters):
-                ps[it % sets].run(cp, outs[it % sets])
-            e1.record()
-            e1.synchronize()
-            times[side].append(cp.cuda.get_elapsed_time(e0, e1) * 1e-3 / iters)
-    ratios = [ta / tb for ta, tb in zip(times["A"], times["B"])]
+        return run
+    # the bench's same-round timing: warm-up, then rounds with A and B in turn first, one event pair each
+    per = bench.compare_variants(cp, [runner("A"), runner("B")], None, sets, rounds, iters, None, "batch")
+    vs = bench.vs_first_fields(per[0], per[1], "A")           # per round A's time / B's
     flops = 2.0 * m * n * k
-    row.update(a_tflops=flops / statistics.median(times["A"]) / 1e12,
-               b_tflops=flops / statistics.median(times["B"]) / 1e12,
-               b_vs_a=statistics.median(ratios), b_vs_a_min=min(ratios), b_vs_a_max=max(ratios),
-               rounds=[{"a_ms": ta * 1e3, "b_ms": tb * 1e3} for ta, tb in zip(times["A"], times["B"])])
+    row.update(a_tflops=flops / statistics.median(t for t, _ in per[0]) / 1e12,
+               b_tflops=flops / statistics.median(t for t, _ in per[1]) / 1e12,
+               b_vs_a=vs["vs_first"], b_vs_a_min=vs["vs_first_min"], b_vs_a_max=vs["vs_first_max"],
+               rounds=[{"a_ms": ta * 1e3, "b_ms": tb * 1e3} for (ta, _), (tb, _) in zip(*per)])
     return row
 
 
@@ -215,7 +193,7 @@ def summary(rows) -> str:
     timed = [r["b_vs_a"] for r in rows if not r.get("same_plan")]
     if not timed:
         return "no case changed its plan"
-    return (f"B/A geomean {geomean(timed):.4f} over {len(timed)} changed case{'s' if len(timed) != 1 else ''}, "
+    return (f"B/A geomean {bench.geomean(timed):.4f} over {len(timed)} changed case{'s' if len(timed) != 1 else ''}, "
             f"B faster on {sum(x > 1 for x in timed)}; {len(rows) - len(timed)} unchanged")
 
 
@@ -244,20 +222,19 @@ def main(argv=None) -> int:
         print("rule_ab: need at least one case, --rounds >= 1 and --iters >= 1", file=sys.stderr)
         return 2
     try:
-        import cupy as cp
-        from rawcoop import device
-        info = device.info(cp.cuda.Device().id)
+        b = bench.Bench(args)
     except Exception as e:  # noqa: BLE001 - no CuPy, no GPU, no driver: one line, not a traceback
         print(f"rule_ab: no usable GPU ({type(e).__name__}: {e})", file=sys.stderr)
         return 1
+    info = b.info
     print(f"rule_ab on {info.name} ({info.sm_count} SMs): "
           + "; ".join(f"{m.__name__.split('.')[-1]}.{n} A={a!r} B={b!r}" for m, n, a, b in rules), flush=True)
     rows = []
     for case in cases:
-        row = run_case(cp, case, rules, args.rounds, args.iters, info.l2_bytes)
+        row = run_case(b, case, rules, args.rounds, args.iters)
         rows.append(row)
         print(format_row(row), flush=True)
-        cp.get_default_memory_pool().free_all_blocks()
+        b.free()
     print(summary(rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"rules": args.rule, "rounds": args.rounds, "iters": args.iters,

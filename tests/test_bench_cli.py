@@ -867,11 +867,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         argv = cmd.split(";")[0].split("\n")[0].split()
         bench.build_parser().parse_args(argv)
     # and every rule_ab command: its rules and cases parse
-    import importlib.util
     import shlex
-    spec = importlib.util.spec_from_file_location("rule_ab", ROOT / "bench" / "rule_ab.py")
-    rule_ab = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rule_ab)
+
+    from test_rule_ab import rule_ab
     for cmd in text.split("bench/rule_ab.py ")[1:]:
         args = rule_ab.build_parser().parse_args(shlex.split(cmd.split(";")[0].split("\n")[0]))
         assert all(rule_ab.parse_rule(r) for r in args.rule)

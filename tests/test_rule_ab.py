@@ -93,12 +93,26 @@ def _fake_plans(monkeypatch, slow_when):
     return built
 
 
-def test_run_case_on_a_numpy_gpu(monkeypatch):
+def _fake_bench(monkeypatch):
+    """A rawcoop.bench.Bench on test_bench_cli's numpy CuPy (1 MiB of L2: 8 operand sets)."""
+    import types
+
     from test_bench_cli import _fake_cupy
-    cp, _ = _fake_cupy()
+
+    from rawcoop import bench, device
+    _, mods = _fake_cupy()
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(device, "info", lambda i=0: types.SimpleNamespace(
+        name="Fake H200", sm_count=132, l2_bytes=1 << 20, cc=(9, 0)))
+    return bench.Bench(types.SimpleNamespace())
+
+
+def test_run_case_on_a_numpy_gpu(monkeypatch):
+    b = _fake_bench(monkeypatch)
     built = _fake_plans(monkeypatch, slow_when=0)
     rules = [rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/32")]
-    row = rule_ab.run_case(cp, ("bf16", "NT", 48, 40, 32), rules, 3, 2, 1 << 20)
+    row = rule_ab.run_case(b, ("bf16", "NT", 48, 40, 32), rules, 3, 2)
     assert gc.PINGPONG_ONE_WAVE_K_BLOCKS == 32                    # restored
     sets = row["sets"]
     assert sets == 8 and [v for v, _ in built] == [0] * sets + [32] * sets
@@ -116,7 +130,7 @@ def test_run_case_on_a_numpy_gpu(monkeypatch):
     # fp8 and tf32 operands: gemm's keywords, exact float64 products
     for kind in ("e4m3", "tf32"):
         built.clear()
-        row = rule_ab.run_case(cp, (kind, "TN", 32, 16, 32), rules, 1, 1, 1 << 20)
+        row = rule_ab.run_case(b, (kind, "TN", 32, 16, 32), rules, 1, 1)
         kw = built[0][1]
         assert (kw.get("precision") == "tf32") if kind == "tf32" else (kw["a_format"] == "e4m3" and
                                                                         kw["scale_a"] > 0 and kw["scale_b"] > 0)
@@ -124,11 +138,10 @@ def test_run_case_on_a_numpy_gpu(monkeypatch):
 
 
 def test_same_plan_is_not_timed(monkeypatch):
-    from test_bench_cli import _fake_cupy
-    cp, _ = _fake_cupy()
+    b = _fake_bench(monkeypatch)
     _fake_plans(monkeypatch, slow_when=12345)     # both sides build the same ping-pong plan
-    row = rule_ab.run_case(cp, ("fp16", "TN", 16, 16, 16), [rule_ab.parse_rule(
-        "gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/32")], 2, 2, 1 << 20)
+    row = rule_ab.run_case(b, ("fp16", "TN", 16, 16, 16), [rule_ab.parse_rule(
+        "gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/32")], 2, 2)
     assert row["same_plan"] and "b_vs_a" not in row
 
 
