@@ -2,12 +2,12 @@
 value A against value B, on the same operands, timed in alternating rounds.
 
     PYTHONPATH=$PWD python bench/rule_ab.py \
-        --rule gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/32 \
+        --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={}/{0:32,1:32}' \
         --cases bf16:1024x5760x2048,fp16:NN:2752x2304x1024,e4m3:1856x3200x2048,tf32:3136x1024x6144 \
         [--rule scheduler.TAIL_MAX_SPLITS=4/16 ...] [--rounds 7] [--iters 10] [--json out.json]
 
 A rule is a module constant of rawcoop (``module.NAME=A/B``, values parsed as
-the constant's type; tuples as ``(0.2,0.8)``); several --rule options change
+the constant's type; tuples as ``(0.2,0.8)``, dicts as ``{0:32,3:48}``); several --rule options change
 together.  For each case the plan is built twice (``rawcoop.gemm._plan_for``
 with the constants set to A, then to B; plans are not cached there) and the
 two plans run their kernels directly (``plan.run``) on the bench's operand
@@ -72,14 +72,14 @@ def parse_case(text: str) -> tuple[str, str, int, int, int]:
 
 def parse_rule(text: str):
     """``module.NAME=A/B`` -> (module object, NAME, A, B), the values of the
-    constant's type (int, float, bool, tuple); ValueError when the module or
+    constant's type (int, float, bool, tuple, dict); ValueError when the module or
     the constant does not exist or a value does not parse."""
     try:
         target, values = text.split("=", 1)
         modname, name = target.strip().rsplit(".", 1)
         va, vb = values.split("/")
     except ValueError:
-        raise ValueError(f"rule {text!r}: use module.NAME=A/B (e.g. gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/32)"
+        raise ValueError(f"rule {text!r}: use module.NAME=A/B (e.g. gemm_configs.WIDE_FILL_MIN_K=2048/4096)"
                          ) from None
     try:
         mod = importlib.import_module("rawcoop." + modname)

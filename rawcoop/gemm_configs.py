@@ -351,7 +351,8 @@ def lowp_configs() -> list[GemmConfig]:
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
     fp8 128x128 with 1x2 and 2x1 clusters, 192x192 and 192x128, the 128x256 and
-    128x128 swap-AB tiles of swap_waves_limit) with the default output (fp32 for
+    128x128 swap-AB tiles of swap_waves_limit, the latter cooperative and
+    ping-pong: fp8's one-wave band, stop 26) with the default output (fp32 for
     tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
     16-bit output, so bf16)."""
     out = []
@@ -363,6 +364,7 @@ def lowp_configs() -> list[GemmConfig]:
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(128, ka, d_colmajor=True, b_kind=kb))       # swap-AB for waves
+        out.append(GemmConfig(128, ka, d_colmajor=True, pingpong=True, b_kind=kb))   # ... and its ping-pong
         out.append(GemmConfig(256, ka, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, out_type=1, d_colmajor=True, b_kind=kb))
         out.append(GemmConfig(64, ka, b_kind=kb))
@@ -577,11 +579,15 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
             and k // wide.splits >= WIDE_SPLIT_MIN_K)
 
 
-PINGPONG_MAX_K_16BIT = 6144        # choose_block_n, 16-bit, >= 2 waves of 128x256: ping-pong 128x128 up to this K
-PINGPONG_SHORT_K_16BIT = 2048      # ... when the last wave is partial (<= 80% full), or whatever it is up to this K
-PINGPONG_ONE_WAVE_K_BLOCKS = 32    # ... and between one and two waves up to this many k-blocks (16-bit: K 2048),
-PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... when the second wave is this share of the SMs,
-PINGPONG_ONE_WAVE_KINDS = (FP16, BF16)  # ... for these input kinds (A's; fp8 not measured yet)
+PINGPONG_WAVES_K_BLOCKS = {FP16: (96, 32), BF16: (96, 32), TF32: (96, 32), E4M3: (64, 32), E5M2: (64, 32)}
+"""choose_block_n, >= 2 waves of 128x256 tiles: ping-pong 128x128 up to (first) this many k-blocks of the
+kernel A's input kind when the last wave is partial (<= 80% full), or (second) whatever it is (16-bit:
+K <= 6144 / 2048; since stop 26 tf32 K <= 3072 / 1024 and fp8 K <= 8192 / 4096)."""
+PINGPONG_ONE_WAVE_K_BLOCKS = {FP16: 32, BF16: 32, E4M3: 48, E5M2: 48}
+"""choose_block_n's one-wave band: between one and two waves of 128x256 tiles, ping-pong 128x128 up to this
+many k-blocks of the kernel A's input kind (16-bit K <= 2048, fp8 K <= 6144; kinds not listed: never - tf32
+ran 2 of 6 faster, stop 26) ..."""
+PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... when the second wave is this share of the SMs
 
 
 WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
@@ -589,8 +595,8 @@ WIDE_FILL_MIN_K = 2048             # ... when K is at least this (shorter K: not
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
-                   one_row_narrow: bool = True, wide_split_k: bool = False, pingpong_16bit: bool = False,
-                   one_wave_block_k: int = 0) -> int:
+                   one_row_narrow: bool = True, wide_split_k: bool = False,
+                   waves_max_k: tuple[int, int] = (0, 0), one_wave_max_k: int = 0) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
     WIDE_TILES_FILL (90%) of them one with K >= WIDE_FILL_MIN_K (where 128x128
     tiles would run a second, nearly full round: the same time in rounds, and
@@ -602,9 +608,10 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     fp8 ones, tf32 not measured), except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose,
-    and (``pingpong_16bit``: 16-bit inputs, ping-pong not ruled out) from 2
+    and (``waves_max_k``: the kind's PINGPONG_WAVES_K_BLOCKS in elements,
+    (0, 0) where the rule does not apply; 16-bit (6144, 2048)) from 2
     waves of 128x256 tiles whose last wave is at most STREAM_K_TAIL[1] (80%)
-    full with K <= PINGPONG_MAX_K_16BIT, or with K <= PINGPONG_SHORT_K_16BIT
+    full with K <= ``waves_max_k[0]``, or with K <= ``waves_max_k[1]``
     however full: there the cooperative kernel leans on split-K/stream-K
     for the last wave, or exposes its epilogues, while ping-pong's twice as
     many 128x128 tiles fill the waves and hide the epilogues (its mainloop on
@@ -616,21 +623,32 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     3072x4096x2048 1.070 / 1.050 vs 0.983 / 0.982 (0.91, short K); but nearly
     whole waves keep 128x256: 4096^3 0.970 / 0.960 vs 0.981 / 0.992 (0.88),
     4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
-    0.992 / 0.981 vs 0.992 / 0.983 (0.94); and (``one_wave_block_k``: the
-    kind's BLOCK_K where the rule applies (PINGPONG_ONE_WAVE_KINDS), 0 where
-    it does not) between one and two waves of
-    128x256 tiles whose second is PINGPONG_ONE_WAVE_TAIL (20-80%) full, K of
-    at most PINGPONG_ONE_WAVE_K_BLOCKS (32) k-blocks (16-bit: K <= 2048):
-    the cooperative kernel splits (or stream-Ks) that second wave
-    and exposes its epilogues, where ping-pong's 128x128 tiles run whole-K
-    (H200 stop 25, auto plans A/B in alternating rounds, bench/NOTES.md:
-    in sample 5 of 5 faster, +12% to +28% (1024x5760x2048 0.87 -> 0.99 of
-    cuBLAS); out of sample 21 of 23 faster, about +10% geomean (+1% to +40%;
-    fp16 6480x944x2048 -7%, 800x7856x1536 -2%), all four layouts; K of
-    2560-3072 10 of 14 (losses to -11%) and K >= 4096 0 of 6: not there;
-    a second wave under 20% full (16-way tail splits) or over 80% (a whole
-    second wave, or 192-row tiles once choose_tall sees 128x128: -11% at
-    4672x1568x1536) keeps 128x256);
+    0.992 / 0.981 vs 0.992 / 0.983 (0.94).  fp8 (stop 26, e4m3, auto plans
+    A/B in alternating rounds, bench/NOTES.md): with (96, 32) k-blocks 20 of
+    27 faster, +4% geomean, K <= 4096 12 of 13, K = 12288 5 of 8 (losses to
+    -4%); then (64, 32) out of sample 15 of 22 faster, +5% geomean (+1% to
+    +30%, losses <= 2%), 8192^3 +4-5% and 8192x28672x8192 +5-6% in both
+    calls, 4096^3 -1% / 0%; e5m2 runs the same kernel, not timed.  tf32
+    with (96, 32) (stop 26): 15 of 16 faster, +8% geomean (3136x5120x2048,
+    192x192 once choose_tall sees 128x128, -7%), out of sample 21 of 21, +9%
+    (+0.3% to +28%); and (``one_wave_max_k``: the
+    kind's PINGPONG_ONE_WAVE_K_BLOCKS in elements, 0 where the rule does
+    not apply) between one and two waves of 128x256 tiles whose second is
+    PINGPONG_ONE_WAVE_TAIL (20-80%) full, K <= ``one_wave_max_k`` (16-bit
+    2048, fp8 6144): the cooperative kernel splits (or stream-Ks) that
+    second wave and exposes its epilogues, where ping-pong's 128x128 tiles
+    run whole-K (H200, auto plans A/B in alternating rounds, bench/NOTES.md;
+    16-bit, stop 25: in sample 5 of 5 faster, +12% to +28% (1024x5760x2048
+    0.87 -> 0.99 of cuBLAS); out of sample 21 of 23 faster, about +10%
+    geomean (+1% to +40%; fp16 6480x944x2048 -7%, 800x7856x1536 -2%), all
+    four layouts; K of 2560-3072 10 of 14 (losses to -11%) and K >= 4096 0
+    of 6: not there; e4m3, stop 26: 16 shapes K <= 4096 11 faster, +4.5%
+    geomean (6880x784x4096 -10%), then 30 out of sample K 1024-6144 26
+    faster, +7.5% geomean (+0.5% to +28%; 5744x1168x2048 -6%), K 5120-6144
+    8 of 10, +3.7%, losses to -1.3%; e5m2 runs the same kernel, not timed;
+    tf32 2 of 6, not there; a second wave under 20% full (16-way tail
+    splits) or over 80% (a whole second wave, or 192-row tiles once
+    choose_tall sees 128x128: -11% at 4672x1568x1536) keeps 128x256);
     128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
     leave SMs idle (split-K fills them), except long-K split-K problems where
     128x256 tiles give as many units (``wide_split_k``, 16-bit inputs:
@@ -661,13 +679,13 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     if tiles_256 >= sm_count or nearly_full_wave:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         tail = tiles_256 % sm_count
-        short_k_waves_16bit = (pingpong_16bit and k is not None and tiles_256 >= 2 * sm_count
-                               and (k <= PINGPONG_SHORT_K_16BIT or
-                                    (k <= PINGPONG_MAX_K_16BIT and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
-        one_wave_short_k = (one_wave_block_k > 0 and k is not None and sm_count < tiles_256 < 2 * sm_count
-                            and k <= PINGPONG_ONE_WAVE_K_BLOCKS * one_wave_block_k
+        short_k_waves = (k is not None and tiles_256 >= 2 * sm_count
+                         and (k <= waves_max_k[1] or
+                              (k <= waves_max_k[0] and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+        one_wave_short_k = (one_wave_max_k > 0 and k is not None and sm_count < tiles_256 < 2 * sm_count
+                            and k <= one_wave_max_k
                             and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count)
-        return 128 if short_k_many_waves or short_k_waves_16bit or one_wave_short_k else 256
+        return 128 if short_k_many_waves or short_k_waves or one_wave_short_k else 256
     if one_row_narrow and one_row_narrow_fits(m, n, batches, sm_count):
         return 64
     if wide_split_k and k is not None and wide_split_k_fits(m, n, batches, sm_count, k):
@@ -823,11 +841,14 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                          f"got {block_n}")
     forced_block_n = block_n
     ping_pong_free = pingpong is not False and streamk is None and splits is None and cluster is None
+    ping_pong_rules = ping_pong_free and not block          # the ping-pong tile rules may apply
+    bk = block_k_of(kind_a)
+    waves_k_blocks = PINGPONG_WAVES_K_BLOCKS.get(kind_a, (0, 0)) if ping_pong_rules else (0, 0)
     block_n = block_n or choose_block_n(km, kn, batch, sm_count, k, one_row_narrow=not block,
                                         wide_split_k=kind_a in (FP16, BF16) and not pingpong,
-                                        pingpong_16bit=kind_a in (FP16, BF16) and ping_pong_free,
-                                        one_wave_block_k=(block_k_of(kind_a) if kind_a in PINGPONG_ONE_WAVE_KINDS
-                                                          and ping_pong_free and not block else 0))
+                                        waves_max_k=(waves_k_blocks[0] * bk, waves_k_blocks[1] * bk),
+                                        one_wave_max_k=(PINGPONG_ONE_WAVE_K_BLOCKS.get(kind_a, 0) * bk
+                                                        if ping_pong_rules else 0))
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:

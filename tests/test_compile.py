@@ -234,26 +234,26 @@ def test_tile_choice_rule():
     assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles, long K
     assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
     # 16-bit, >= 2 waves of 128x256: ping-pong 128x128 when the last wave is <= 80% full (K <= 6144) or K <= 2048
-    assert choose_block_n(3072, 3072, 1, 132, 3072, pingpong_16bit=True) == 128    # last wave 18% full
-    assert choose_block_n(6144, 6144, 1, 132, 6144, pingpong_16bit=True) == 128    # 73%
-    assert choose_block_n(3072, 4096, 1, 132, 2048, pingpong_16bit=True) == 128    # 91%, but K = 2048
-    assert choose_block_n(4096, 4096, 1, 132, 4096, pingpong_16bit=True) == 256    # 88% full
-    assert choose_block_n(3072, 3072, 1, 132, 8192, pingpong_16bit=True) == 256    # longer K
+    assert choose_block_n(3072, 3072, 1, 132, 3072, waves_max_k=(6144, 2048)) == 128    # last wave 18% full
+    assert choose_block_n(6144, 6144, 1, 132, 6144, waves_max_k=(6144, 2048)) == 128    # 73%
+    assert choose_block_n(3072, 4096, 1, 132, 2048, waves_max_k=(6144, 2048)) == 128    # 91%, but K = 2048
+    assert choose_block_n(4096, 4096, 1, 132, 4096, waves_max_k=(6144, 2048)) == 256    # 88% full
+    assert choose_block_n(3072, 3072, 1, 132, 8192, waves_max_k=(6144, 2048)) == 256    # longer K
     assert choose_block_n(3072, 3072, 1, 132, 3072) == 256                         # not 16-bit
     # 16-bit, between one and two waves of 128x256 with the second 20-80% full, K <= 2048: ping-pong 128x128
-    assert choose_block_n(2304, 2304, 1, 132, 2048, one_wave_block_k=64) == 128    # 162 tiles: 23% in wave 2
-    assert choose_block_n(1024, 5760, 1, 132, 2048, one_wave_block_k=64) == 128    # 184 tiles: 39%
-    assert choose_block_n(3072, 2048, 1, 132, 1024, one_wave_block_k=64) == 128    # 192 tiles: 45%
-    assert choose_block_n(1024, 5760, 1, 132, 2560, one_wave_block_k=64) == 256    # K > 2048
+    assert choose_block_n(2304, 2304, 1, 132, 2048, one_wave_max_k=2048) == 128    # 162 tiles: 23% in wave 2
+    assert choose_block_n(1024, 5760, 1, 132, 2048, one_wave_max_k=2048) == 128    # 184 tiles: 39%
+    assert choose_block_n(3072, 2048, 1, 132, 1024, one_wave_max_k=2048) == 128    # 192 tiles: 45%
+    assert choose_block_n(1024, 5760, 1, 132, 2560, one_wave_max_k=2048) == 256    # K > 2048
     assert choose_block_n(1024, 5760, 1, 132, 2048) == 256                         # not 16-bit
-    assert choose_block_n(1024, 5760, 1, 132, 2048, pingpong_16bit=True) == 256    # one_wave_block_k 0: off
-    assert choose_block_n(2048, 2304, 1, 132, 2048, one_wave_block_k=64) == 256    # 144 tiles: 9% in wave 2
-    assert choose_block_n(4672, 1568, 1, 132, 1536, one_wave_block_k=64) == 256    # 259 tiles: 96%
-    assert choose_block_n(384, 20224, 1, 132, 2048, one_wave_block_k=64) == 128    # 237 tiles: 105 <= 0.8 x 132
-    assert choose_block_n(2176, 3584, 1, 132, 2048, one_wave_block_k=64) == 256    # 238 tiles: 106 > 0.8 x 132
-    assert choose_block_n(384, 13568, 1, 132, 2048, one_wave_block_k=64) == 128    # 159 tiles: 27 >= 0.2 x 132
-    assert choose_block_n(256, 20224, 1, 132, 2048, one_wave_block_k=64) == 256    # 158 tiles: 26 < 0.2 x 132
-    assert choose_block_n(1536, 2816, 1, 132, 2048, one_wave_block_k=64) == 256    # 132 tiles: one whole wave
+    assert choose_block_n(1024, 5760, 1, 132, 2048, waves_max_k=(6144, 2048)) == 256    # one_wave_max_k 0: off
+    assert choose_block_n(2048, 2304, 1, 132, 2048, one_wave_max_k=2048) == 256    # 144 tiles: 9% in wave 2
+    assert choose_block_n(4672, 1568, 1, 132, 1536, one_wave_max_k=2048) == 256    # 259 tiles: 96%
+    assert choose_block_n(384, 20224, 1, 132, 2048, one_wave_max_k=2048) == 128    # 237 tiles: 105 <= 0.8 x 132
+    assert choose_block_n(2176, 3584, 1, 132, 2048, one_wave_max_k=2048) == 256    # 238 tiles: 106 > 0.8 x 132
+    assert choose_block_n(384, 13568, 1, 132, 2048, one_wave_max_k=2048) == 128    # 159 tiles: 27 >= 0.2 x 132
+    assert choose_block_n(256, 20224, 1, 132, 2048, one_wave_max_k=2048) == 256    # 158 tiles: 26 < 0.2 x 132
+    assert choose_block_n(1536, 2816, 1, 132, 2048, one_wave_max_k=2048) == 256    # 132 tiles: one whole wave
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K) ...
     assert choose_block_n(1024, 1024, 1, 132, 65536, wide_split_k=True) == 256   # ... 16-bit: 256 + 4 splits
@@ -288,30 +288,64 @@ def test_tile_choice_rule():
 
 
 def test_one_wave_rule_kinds(monkeypatch):
-    """choose_block_n's one-wave rule counts K in k-blocks of the kind
-    (PINGPONG_ONE_WAVE_K_BLOCKS = 32: 16-bit K <= 2048) and applies to
-    PINGPONG_ONE_WAVE_KINDS (fp16/bf16; adding e4m3 is how bench/rule_ab.py
-    measures fp8 there: K <= 4096 with 128-element k-blocks)."""
+    """choose_block_n's one-wave rule counts K in k-blocks of the kernel A's
+    kind (PINGPONG_ONE_WAVE_K_BLOCKS: 16-bit 32 x 64 = K <= 2048, fp8 48 x
+    128 = K <= 6144; tf32 not listed: off) and only where ping-pong is not
+    ruled out and not block-scaled."""
     from rawcoop import gemm_configs as gc
 
-    def plan(kind, m, n, k, **kw):
-        return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name="bfloat16",
-                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False, **kw)
-    wide = plan(gc.BF16, 1024, 5760, 2560)                        # 184 tiles, 39% second wave, K > 2048
+    def plan(kind, m, n, k, out="bfloat16", **kw):
+        return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
+                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, **kw)
+    wide = plan(gc.BF16, 1024, 5760, 2560, block=False)           # 184 tiles, 39% second wave, K > 2048
     assert (wide.block_n, wide.pingpong) == (256, False)
     for kind in (gc.BF16, gc.FP16):
-        p = plan(kind, 1024, 5760, 2048)
+        p = plan(kind, 1024, 5760, 2048, block=False)
         assert (p.block_m, p.block_n, p.pingpong) == (128, 128, True)
-        assert plan(kind, 1024, 5760, 2048, pingpong=False).block_n == 256    # ping-pong ruled out: not the rule
-    fp8 = plan(gc.E4M3, 1856, 3200, 2048)                         # 195 tiles: fp8 is not in the kinds ...
-    assert fp8.block_n == 256 and not fp8.pingpong
-    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_KINDS", (gc.FP16, gc.BF16, gc.E4M3))
-    for k in (2048, 4096):                                        # ... with it: up to 32 x 128 of K
-        p = plan(gc.E4M3, 1856, 3200, k)
-        assert (p.block_m, p.block_n, p.pingpong) == (128, 128, True), (k, p)
-    assert plan(gc.E4M3, 1856, 3200, 4224).block_n == 256
-    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_KINDS", ())
-    assert plan(gc.BF16, 1024, 5760, 2048).block_n == 256          # no kinds: the rule is off, 16-bit too
+        assert plan(kind, 1024, 5760, 2048, block=False, pingpong=False).block_n == 256   # ruled out: not the rule
+    for kind in (gc.E4M3, gc.E5M2):                               # 195 tiles: fp8 up to 48 x 128 of K
+        for k in (2048, 4096, 6144):
+            p = plan(kind, 1856, 3200, k, block=False)
+            assert (p.block_m, p.block_n, p.pingpong) == (128, 128, True), (kind, k, p)
+        assert plan(kind, 1856, 3200, 6272, block=False).block_n == 256
+    blk = plan(gc.E4M3, 1856, 3200, 2048, block=True)            # block-scaled: never ping-pong 128x128
+    assert not blk.pingpong
+    tf32 = plan(gc.TF32, 3568, 1552, 512, out="float32", block=False)   # 196 tiles, K = 16 k-blocks: not listed
+    assert not (tf32.block_n == 128 and tf32.pingpong), tf32
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_K_BLOCKS", {gc.FP16: 32, gc.BF16: 32})
+    assert plan(gc.E4M3, 1856, 3200, 2048, block=False).block_n == 256   # fp8 unlisted: off (its stop-25 plan)
+    monkeypatch.setattr(gc, "PINGPONG_ONE_WAVE_K_BLOCKS", {})
+    assert plan(gc.BF16, 1024, 5760, 2048, block=False).block_n == 256   # no kinds: the rule is off
+
+
+def test_waves_rule_kinds(monkeypatch):
+    """choose_block_n's many-waves rule (>= 2 waves of 128x256 tiles: ping-pong
+    128x128 with a partial last wave up to PINGPONG_WAVES_K_BLOCKS[0] k-blocks,
+    whatever the fill up to [1]) per kind: 16-bit 96 / 32 (K 6144 / 2048),
+    fp8 64 / 32 (K 8192 / 4096, stop 26), tf32 96 / 32 (K 3072 / 1024, stop
+    26), block-scaled never."""
+    from rawcoop import gemm_configs as gc
+
+    def plan(kind, m, n, k, out="bfloat16", block=False, **kw):
+        return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
+                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=block, **kw)
+
+    def pp128(c):
+        return (c.block_m, c.block_n, c.pingpong) == (128, 128, True)
+    for kind in (gc.E4M3, gc.E5M2):
+        assert pp128(plan(kind, 8192, 8192, 8192))          # 2048 tiles: 15.5 waves, 52% last, 64 k-blocks
+        assert pp128(plan(kind, 8192, 28672, 8192))
+        assert not pp128(plan(kind, 8192, 8192, 8320))      # 65 k-blocks
+        assert pp128(plan(kind, 4096, 4096, 4096))          # 3.9 waves, 88% last: K = 32 k-blocks any fill
+        assert plan(kind, 4096, 4096, 4224).block_n == 256  # 33 k-blocks and 88%: not the rule
+        assert not plan(kind, 8192, 8192, 8192, pingpong=False).pingpong    # ruled out: not the rule
+    assert pp128(plan(gc.BF16, 6144, 6144, 6144)) and not pp128(plan(gc.BF16, 6144, 6144, 6208))
+    assert pp128(plan(gc.TF32, 4096, 4096, 1024, out="float32"))           # tf32: 32 k-blocks of 32, 88% ...
+    assert plan(gc.TF32, 4096, 4096, 1056, out="float32").block_n == 256   # ... 33 k-blocks: not the rule
+    blk = plan(gc.E4M3, 8192, 8192, 8192, block=True)
+    assert blk.block_n == 128 and not blk.pingpong                          # block-scaled: its own tiles
+    monkeypatch.setattr(gc, "PINGPONG_WAVES_K_BLOCKS", {gc.FP16: (96, 32), gc.BF16: (96, 32)})
+    assert plan(gc.E4M3, 8192, 8192, 8192).block_n == 256                   # fp8 unlisted: its stop-25 plan
 
 
 def test_swap_choice_rule():

@@ -107,11 +107,12 @@ def test_tf32_vs_float64(m, n, k, out_name):
                                 dict(_block_n=256), dict(_block_n=64, out_dtype="bfloat16", _swap=True),
                                 dict(_cluster=(1, 2), _block_n=256),
                                 dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
-                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128)])
+                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
+                                dict(_swap=True, _pingpong=True, _block_n=128)])
 def test_tf32_kernel_variants(kw):
     import cupy as cp
     import rawcoop
-    m, n, k = (48, 1000, 2000) if kw.get("_swap") else (1000, 1100, 2000)
+    m, n, k = (48, 1000, 2000) if kw.get("_block_n") == 64 else (1000, 1100, 2000)
     a = gpu_helpers.rand(cp, (m, k), cp.float32, 3)
     bt = gpu_helpers.rand(cp, (n, k), cp.float32, 4)
     d = rawcoop.gemm(a, bt.T, precision="tf32", **kw)
@@ -190,11 +191,12 @@ def test_fp8_vs_float64_of_dequantised(fa, fb, m, n, k):
                                 dict(_block_n=256), dict(_block_n=64, _swap=True),
                                 dict(_cluster=(1, 2), _block_n=256),
                                 dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
-                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128)])
+                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
+                                dict(_swap=True, _pingpong=True, _block_n=128)])
 def test_fp8_kernel_variants(kw):
     import cupy as cp
     import rawcoop
-    m, n, k = (48, 1000, 4096) if kw.get("_swap") else (1000, 1100, 4096)
+    m, n, k = (48, 1000, 4096) if kw.get("_block_n") == 64 else (1000, 1100, 4096)
     a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e5m2", 20)
     d = rawcoop.gemm(a, b, scale_a=0.75, scale_b=1.5, **kw)
     _check(cp, d, 1.125 * (a64 @ b64), FP8_TOL["bfloat16"], f"fp8 {kw}")
@@ -346,3 +348,39 @@ def test_fp8_vs_torch_scaled_mm(fa, fb, m, n, k):
     exact = 0.8 * 1.7 * (cp.from_dlpack(a.float().double().contiguous()) @
                          cp.from_dlpack(bt.float().double().t().contiguous()))
     _check(cp, d, exact, FP8_TOL["bfloat16"], f"torch fp8 {fa}x{fb} vs float64")
+
+
+@pytest.mark.parametrize("fa,fb,out_name,shape", [
+    ("e4m3", "e4m3", "bfloat16", (1856, 3200, 2048)), ("e5m2", "e5m2", "float16", (2990, 2030, 3072)),
+    ("e4m3", "e5m2", "float32", (1184, 4832, 6144))],
+    ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
+def test_fp8_auto_pingpong_one_wave(fa, fb, out_name, shape):
+    """fp8 between one and two waves of 128x256 tiles with the second 20-80%
+    full and K <= 6144 (48 k-blocks of 128: gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS,
+    stop 26): the automatic plan is ping-pong 128x128 (on a 132-SM GPU), right
+    against float64 of the dequantised inputs with a NaN-poisoned output,
+    deterministic; e4m3 with C, a bias and gelu too."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    m, n, k = shape
+    a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, 40)
+    dt = _out_dt(out_name)
+    kw = dict(scale_a=0.75, scale_b=cp.asarray([1.5], cp.float32), out_dtype=dt)
+    if device.info(0).sm_count == 132:
+        cfg = _plan_for(a, b, **kw).cfg
+        assert cfg.pingpong and (cfg.block_m, cfg.block_n) == (128, 128) and not cfg.d_colmajor, cfg.spec.label
+    ref = 1.125 * (a64 @ b64)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    _check(cp, d, ref, FP8_TOL[out_name], f"{fa}x{fb} {m}x{n}x{k} -> {out_name} (one-wave ping-pong)")
+    if fa == "e4m3" and fb == "e4m3":
+        c = gpu_helpers.rand(cp, (m, n), dt, 41)
+        bias = gpu_helpers.rand(cp, (n,), cp.float32, 42)
+        kw.update(c=c, alpha=0.5, beta=-1.25, bias=bias, activation="gelu")
+        if device.info(0).sm_count == 132:
+            assert _plan_for(a, b, **kw).cfg.pingpong
+        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+        v = 0.5 * ref - 1.25 * c.astype(cp.float64) + bias
+        _check(cp, d, 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3))), 8e-3,
+               "e4m3 one-wave ping-pong + C, bias, gelu")

@@ -6,6 +6,7 @@ plan rawcoop.gemm builds, and the automatic choice (gemm_configs.choose_tall)
 on the shapes it was measured on."""
 import pytest
 from test_lowp_host import BF16, build, stub_planning, tn   # stub-CuPy planning
+from test_swap_waves_cpu import without_lowp_pingpong_rules
 
 from rawcoop import compiler, gemm_configs as gc, scheduler
 
@@ -214,11 +215,14 @@ def test_plan_tall_launch(planning):
     ((gc.E4M3, gc.E4M3), "bfloat16", (3968, 3456, 4096), (192, 192)),      # call 13: +7%
     ((gc.TF32, gc.TF32), "float32", (3072, 3456, 4096), (192, 192)),       # tf32: no term (call 13: -11% with)
 ], ids=str)
-def test_split_tail_term_choices(kinds, out_name, shape, want):
+def test_split_tail_term_choices(kinds, out_name, shape, want, monkeypatch):
     """choose_tall's model charges a last wave split 3+ ways (SPLIT_TAIL_OVERHEAD,
     not for tf32): the choices the H200 measured faster in stop 20's calls
     6, 12 and 13; without the term each of the 16-bit/fp8 ones was the other
-    tile."""
+    tile.  fp8 against the plans of then (stop 26's ping-pong rules off; see
+    test_fp8_pingpong_over_stop20_choices)."""
+    if gc.is_fp8(kinds[0]):
+        without_lowp_pingpong_rules(monkeypatch)
     cfg = _auto(*shape, kinds=kinds, out_name=out_name)
     assert (cfg.block_m, cfg.block_n) == want
     if kinds[0] != gc.TF32:
@@ -228,3 +232,15 @@ def test_split_tail_term_choices(kinds, out_name, shape, want):
             assert (_auto(*shape, kinds=kinds, out_name=out_name).block_m, ) != (want[0], )
         finally:
             gc.SPLIT_TAIL_OVERHEAD = old
+
+
+@pytest.mark.parametrize("shape, want", [
+    ((4480, 1920, 8192), (128, 128)),      # ping-pong / 192x192: 1.054 (auto plans A/B, stop 26)
+    ((3968, 3456, 4096), (128, 128)),      # 0.999
+    ((3072, 3072, 3072), (192, 192)),      # choose_tall over the ping-pong 128x128 choice too
+], ids=str)
+def test_fp8_pingpong_over_stop20_choices(shape, want):
+    """Since stop 26 fp8's many-waves ping-pong rule (PINGPONG_WAVES_K_BLOCKS)
+    takes two of stop 20's 192x192 choices (test_split_tail_term_choices)."""
+    cfg = _auto(*shape, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16")
+    assert (cfg.block_m, cfg.block_n) == want and cfg.pingpong == (want == (128, 128))
