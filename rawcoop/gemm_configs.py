@@ -1021,6 +1021,13 @@ def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tu
     return 0.0
 
 
+TALL_192_OVER_PINGPONG_MAX_WAVES = 2
+"""choose_tall replaces a ping-pong 128x128 choice by 192x192 tiles only when those fill at most this many
+waves (H200, stop 26, auto plans A/B: where the 192x192 grid ran more waves, ping-pong 128x128 was
+faster on 33 of 36 drawn shapes, +6% geomean; at 3072x3072x{3072,4096}, 1.94 waves of 192x192, 192x192
+stays 5% ahead, as stop 19 measured; 192x128 over ping-pong was mixed, 23 of 41 slower, and stays)."""
+
+
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
     """The tall tile's width (192 or 128) to run instead of the heuristic's
     128-row choice ``cfg`` (on the kernel's M x N), or None: for un-swapped,
@@ -1064,6 +1071,9 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,
                                     split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in TALL_BLOCK_NS)
+    if (cfg.pingpong and best == 192
+            and tile_count(m, n, 192, batches, TALL_BLOCK_M) > TALL_192_OVER_PINGPONG_MAX_WAVES * sm_count):
+        return None
     return best if ours >= TALL_MIN_RATIO * cost else None
 
 

@@ -226,6 +226,9 @@ def test_split_tail_term_choices(kinds, out_name, shape, want, monkeypatch):
     cfg = _auto(*shape, kinds=kinds, out_name=out_name)
     assert (cfg.block_m, cfg.block_n) == want
     if kinds[0] != gc.TF32:
+        # the term alone: stop 26's cap on 192x192 over ping-pong choices (TALL_192_OVER_PINGPONG_MAX_WAVES)
+        # would also keep 6528x6912x3072 at 128x128
+        monkeypatch.setattr(gc, "TALL_192_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
         old = gc.SPLIT_TAIL_OVERHEAD
         try:
             gc.SPLIT_TAIL_OVERHEAD = 0.0
@@ -244,3 +247,22 @@ def test_fp8_pingpong_over_stop20_choices(shape, want):
     takes two of stop 20's 192x192 choices (test_split_tail_term_choices)."""
     cfg = _auto(*shape, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16")
     assert (cfg.block_m, cfg.block_n) == want and cfg.pingpong == (want == (128, 128))
+
+
+@pytest.mark.parametrize("kinds, out_name, shape, want", [
+    ((gc.BF16, gc.BF16), "bfloat16", (3072, 3072, 3072), (192, 192)),      # 256 192x192 tiles: 1.94 waves
+    ((gc.E4M3, gc.E4M3), "bfloat16", (3072, 3072, 4096), (192, 192)),      # (stop 26: 192x192 +4.5% / +5.5%)
+    ((gc.BF16, gc.BF16), "bfloat16", (3712, 4992, 2048), (128, 128)),      # 3.9 waves: ping-pong +5.4%
+    ((gc.FP16, gc.FP16), "float16", (11584, 6912, 512), (128, 128)),       # +17.6%
+    ((gc.TF32, gc.TF32), "float32", (6336, 12736, 1024), (128, 128)),      # +12.6%
+    ((gc.E4M3, gc.E4M3), "bfloat16", (12032, 7488, 1024), (128, 128)),     # +18.1%
+], ids=str)
+def test_tall_192_over_pingpong_only_in_two_waves(kinds, out_name, shape, want, monkeypatch):
+    """choose_tall takes 192x192 over a ping-pong 128x128 choice only when
+    the 192x192 grid fills at most TALL_192_OVER_PINGPONG_MAX_WAVES (2) waves
+    (stop 26, auto plans A/B); without the cap every one of these is 192x192."""
+    cfg = _auto(*shape, kinds=kinds, out_name=out_name)
+    assert (cfg.block_m, cfg.block_n) == want and cfg.pingpong == (want == (128, 128))
+    monkeypatch.setattr(gc, "TALL_192_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
+    uncapped = _auto(*shape, kinds=kinds, out_name=out_name)
+    assert (uncapped.block_m, uncapped.block_n) == (192, 192)
