@@ -1021,11 +1021,16 @@ def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tu
     return 0.0
 
 
-TALL_192_OVER_PINGPONG_MAX_WAVES = 2
-"""choose_tall replaces a ping-pong 128x128 choice by 192x192 tiles only when those fill at most this many
-waves (H200, stop 26, auto plans A/B: where the 192x192 grid ran more waves, ping-pong 128x128 was
-faster on 33 of 36 drawn shapes, +6% geomean; at 3072x3072x{3072,4096}, 1.94 waves of 192x192, 192x192
-stays 5% ahead, as stop 19 measured; 192x128 over ping-pong was mixed, 23 of 41 slower, and stays)."""
+TALL_OVER_PINGPONG_MAX_WAVES = 2
+"""choose_tall replaces a ping-pong 128x128 choice by 192-row tiles when those fill at most this many
+waves, and beyond that only by 192x128 tiles with K of at least TALL_128_OVER_PINGPONG_MIN_K_BLOCKS
+k-blocks (H200, stop 26, auto plans A/B, bench/NOTES.md: beyond two waves ping-pong 128x128 was faster
+than 192x192 on 33 of 36 drawn shapes, +6% geomean, out of sample 17 of 20, +4%; within two waves, at
+3072x3072x{3072,4096} (1.94 waves), 192x192 stays 5% ahead, as stop 19 measured)."""
+TALL_128_OVER_PINGPONG_MIN_K_BLOCKS = 32
+"""(see TALL_OVER_PINGPONG_MAX_WAVES) 192x128 over ping-pong 128x128, stop 26, 41 shapes: beyond two waves
+and under 32 k-blocks 18 of 20 ran faster ping-pong (+3% to +21%; e4m3 7296x1472x3072 -2.8%, tf32
+2112x6016x512 -2.3%); with more k-blocks, or within two waves, 192x128 mostly held (960x6656x2048 +26%)."""
 
 
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
@@ -1071,9 +1076,9 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,
                                     split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in TALL_BLOCK_NS)
-    if (cfg.pingpong and best == 192
-            and tile_count(m, n, 192, batches, TALL_BLOCK_M) > TALL_192_OVER_PINGPONG_MAX_WAVES * sm_count):
-        return None
+    if (cfg.pingpong and tile_count(m, n, best, batches, TALL_BLOCK_M) > TALL_OVER_PINGPONG_MAX_WAVES * sm_count
+            and (best == 192 or -(-k // cfg.block_k) < TALL_128_OVER_PINGPONG_MIN_K_BLOCKS)):
+        return None                 # the ping-pong choice stays
     return best if ours >= TALL_MIN_RATIO * cost else None
 
 

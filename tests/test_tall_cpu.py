@@ -226,9 +226,9 @@ def test_split_tail_term_choices(kinds, out_name, shape, want, monkeypatch):
     cfg = _auto(*shape, kinds=kinds, out_name=out_name)
     assert (cfg.block_m, cfg.block_n) == want
     if kinds[0] != gc.TF32:
-        # the term alone: stop 26's cap on 192x192 over ping-pong choices (TALL_192_OVER_PINGPONG_MAX_WAVES)
+        # the term alone: stop 26's cap on 192x192 over ping-pong choices (TALL_OVER_PINGPONG_MAX_WAVES)
         # would also keep 6528x6912x3072 at 128x128
-        monkeypatch.setattr(gc, "TALL_192_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
+        monkeypatch.setattr(gc, "TALL_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
         old = gc.SPLIT_TAIL_OVERHEAD
         try:
             gc.SPLIT_TAIL_OVERHEAD = 0.0
@@ -259,10 +259,29 @@ def test_fp8_pingpong_over_stop20_choices(shape, want):
 ], ids=str)
 def test_tall_192_over_pingpong_only_in_two_waves(kinds, out_name, shape, want, monkeypatch):
     """choose_tall takes 192x192 over a ping-pong 128x128 choice only when
-    the 192x192 grid fills at most TALL_192_OVER_PINGPONG_MAX_WAVES (2) waves
+    the 192x192 grid fills at most TALL_OVER_PINGPONG_MAX_WAVES (2) waves
     (stop 26, auto plans A/B); without the cap every one of these is 192x192."""
     cfg = _auto(*shape, kinds=kinds, out_name=out_name)
     assert (cfg.block_m, cfg.block_n) == want and cfg.pingpong == (want == (128, 128))
-    monkeypatch.setattr(gc, "TALL_192_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
+    monkeypatch.setattr(gc, "TALL_OVER_PINGPONG_MAX_WAVES", 10 ** 9)
     uncapped = _auto(*shape, kinds=kinds, out_name=out_name)
     assert (uncapped.block_m, uncapped.block_n) == (192, 192)
+
+
+@pytest.mark.parametrize("kinds, out_name, shape, want", [
+    ((gc.BF16, gc.BF16), "bfloat16", (3328, 2304, 1024), (128, 128)),      # 16 k-blocks: ping-pong +20.7%
+    ((gc.BF16, gc.BF16), "bfloat16", (8576, 1792, 512), (128, 128)),       # 8 k-blocks: +10.7%
+    ((gc.TF32, gc.TF32), "float32", (5568, 1344, 512), (128, 128)),        # 16 k-blocks: +20.1%
+    ((gc.E4M3, gc.E4M3), "bfloat16", (6336, 5120, 1024), (128, 128)),      # 8 k-blocks: +5.5%
+    ((gc.BF16, gc.BF16), "bfloat16", (2112, 5184, 3072), (192, 128)),      # 48 k-blocks: 192x128 +6.7%
+    ((gc.BF16, gc.BF16), "bfloat16", (960, 6656, 2048), (192, 128)),       # 1.97 waves of 192x128: +26%
+], ids=str)
+def test_tall_128_over_pingpong_needs_k_blocks(kinds, out_name, shape, want, monkeypatch):
+    """Beyond two waves choose_tall takes 192x128 over a ping-pong 128x128
+    choice only with K >= TALL_128_OVER_PINGPONG_MIN_K_BLOCKS (32) k-blocks
+    (stop 26, auto plans A/B); without the floor every one is 192x128."""
+    cfg = _auto(*shape, kinds=kinds, out_name=out_name)
+    assert (cfg.block_m, cfg.block_n) == want and cfg.pingpong == (want == (128, 128))
+    monkeypatch.setattr(gc, "TALL_128_OVER_PINGPONG_MIN_K_BLOCKS", 0)
+    floorless = _auto(*shape, kinds=kinds, out_name=out_name)
+    assert (floorless.block_m, floorless.block_n) == (192, 128)
