@@ -120,19 +120,20 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 27): stop 26 put fp8 into choose_block_n's many-waves ping-pong rule with
-# PINGPONG_WAVES_K_BLOCKS = (64, 32) k-blocks (partial last wave / any fill; fp8 K <= 8192 / 4096).
-# Its first look at (96, 32) had K = 12288 at 5 of 8 faster (+2.6% geomean, losses to -4%; bench/NOTES.md,
-# stop 26 call 3).  A/B of (64, 32) against (96, 32) on 16 fresh e4m3 shapes, K 9216-12288, <= 6 waves
-# of 128x256 (seed 267; three of them become 192x192 once choose_tall sees 128x128).  Prediction: B ahead
-# by 2-4% geomean, faster on about 10 of 16, losses on small last waves.  Bar: B faster on >= 12 of 16,
-# geomean >= 1.02, no case below 0.97 -> raise E4M3/E5M2 to (96, 32).
+# Experiment (stop 27): the one-wave band (one wave of 128x256 tiles plus a 20-80% full second:
+# ping-pong 128x128) stops at 32 k-blocks for fp16/bf16 (K <= 2048; PINGPONG_ONE_WAVE_K_BLOCKS).  Stop 25
+# measured K 2560-3072 at 10 of 14 faster (+4.9% geomean, losses to -11%, two of them 192x128 once
+# choose_tall saw 128x128).  Stop 26 limited choose_tall over ping-pong choices (192x192 within two waves,
+# 192x128 beyond two waves only from 32 k-blocks), which changes what that band's B plans become.  A/B of
+# 32 against 48 k-blocks for fp16/bf16 on 16 fresh shapes, K 2560-3072, all four layouts (seed 275;
+# B plans: 11 ping-pong 128x128, 4 192x192, 1 192x128).  Prediction: B faster on ~11 of 16, +3%.
+# Bar: B faster on >= 12 of 16, geomean >= 1.03, none below 0.95 -> fp16/bf16 to 48 k-blocks.
 add experiment 300 "$PY bench/rule_ab.py \
---rule 'gemm_configs.PINGPONG_WAVES_K_BLOCKS={0:(96,32),1:(96,32),2:(96,32),3:(64,32),4:(64,32)}/{0:(96,32),1:(96,32),2:(96,32),3:(96,32),4:(96,32)}' \
---cases e4m3:8960x1856x10240,e4m3:1280x10816x9216,e4m3:7872x1664x11264,e4m3:6784x2304x11264,e4m3:8000x2752x10240,\
-e4m3:6400x1536x10240,e4m3:3520x3840x10240,e4m3:2816x3392x11264,e4m3:2496x6208x11264,e4m3:2880x8448x9216,\
-e4m3:3712x4672x12288,e4m3:2432x8448x12288,e4m3:1984x5440x9216,e4m3:9984x2176x9216,e4m3:5184x2304x12288,\
-e4m3:3840x4672x12288 --rounds 9 --json $Q_OUT/exp_fp8_waves_k_ab.json"
+--rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/{0:48,1:48,3:48,4:48}' \
+--cases fp16:TN:544x9504x2560,fp16:TN:736x7520x2560,bf16:TN:1104x4912x3072,bf16:NN:1696x3616x3072,\
+bf16:NT:928x5632x2560,bf16:NN:2352x2496x3072,fp16:NN:6784x752x2560,bf16:NN:976x7216x2560,bf16:TT:3504x1376x3072,\
+bf16:TT:1632x3888x2560,bf16:TT:3840x1392x2560,fp16:NT:592x7184x2560,bf16:NT:5232x960x3072,fp16:TT:4272x1472x3072,\
+fp16:TT:6800x960x3072,fp16:TT:784x7376x3072 --rounds 9 --json $Q_OUT/exp_16bit_one_wave_k_ab.json"
 fi
 
 N=${#NAMES[@]}

@@ -859,9 +859,9 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_WAVES_K_BLOCKS={0:(96,32),1:(96,32),2:(96,32),"
-        "3:(64,32),4:(64,32)}/{0:(96,32),1:(96,32),2:(96,32),3:(96,32),4:(96,32)}'",
-        f"e4m3:3840x4672x12288 --rounds 9 --json {out}/exp_fp8_waves_k_ab.json",
+        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/"
+        "{0:48,1:48,3:48,4:48}'",
+        f"fp16:TT:784x7376x3072 --rounds 9 --json {out}/exp_16bit_one_wave_k_ab.json",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
