@@ -586,8 +586,8 @@ K <= 6144 / 2048; since stop 26 tf32 K <= 3072 / 1024 and fp8 K <= 8192 / 4096).
 PINGPONG_ONE_WAVE_K_BLOCKS = {FP16: 32, BF16: 32, E4M3: 48, E5M2: 48}
 """choose_block_n's one-wave band: between one and two waves of 128x256 tiles, ping-pong 128x128 up to this
 many k-blocks of the kernel A's input kind (16-bit K <= 2048, fp8 K <= 6144; kinds not listed: never - tf32
-ran 2 of 6 faster, stop 26) ..."""
-PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)  # ... when the second wave is this share of the SMs
+ran 2 of 6 faster, stop 26), when the second wave fills PINGPONG_ONE_WAVE_TAIL of the SMs."""
+PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)
 
 
 WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
@@ -1069,7 +1069,11 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     1920x2304x4096 663 / 558, 3456x1152x8192 (192x128) 692 / 572,
     3840x1152x4096 700 / 579, 960x768x16384 550 / 502, 768^2x8192 288 / 282,
     1152^2x4096 422 / 443 (its cuBLAS column moved 6% between the rows: ratio
-    0.868 vs 0.859)."""
+    0.868 vs 0.859).  A ping-pong 128x128 choice
+    is replaced only within TALL_OVER_PINGPONG_MAX_WAVES (2) waves of tall
+    tiles, and beyond them only by 192x128 tiles with K of at least
+    TALL_128_OVER_PINGPONG_MIN_K_BLOCKS (32) k-blocks (stop 26: ping-pong,
+    which hides the epilogues, beat the tall tiles elsewhere)."""
     if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
