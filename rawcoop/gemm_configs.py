@@ -260,7 +260,8 @@ def all_configs() -> list[GemmConfig]:
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
     column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
-    large problems (swap_waves_limit)."""
+    large problems (swap_waves_limit; the latter cooperative and ping-pong:
+    the ping-pong tile rules also run on the swapped view)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -269,6 +270,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk))
                 out.append(GemmConfig(256, bf, ak, bk))
                 out.append(GemmConfig(128, bf, ak, bk, d_colmajor=True))
+                out.append(GemmConfig(128, bf, ak, bk, d_colmajor=True, pingpong=True))
                 out.append(GemmConfig(256, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
