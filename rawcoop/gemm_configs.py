@@ -1079,11 +1079,12 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
+    from . import scheduler
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,
                                     split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in TALL_BLOCK_NS)
     if (cfg.pingpong and tile_count(m, n, best, batches, TALL_BLOCK_M) > TALL_OVER_PINGPONG_MAX_WAVES * sm_count
-            and (best == 192 or -(-k // cfg.block_k) < TALL_128_OVER_PINGPONG_MIN_K_BLOCKS)):
+            and (best == 192 or scheduler.cdiv(k, cfg.block_k) < TALL_128_OVER_PINGPONG_MIN_K_BLOCKS)):
         return None                 # the ping-pong choice stays
     return best if ours >= TALL_MIN_RATIO * cost else None
 
