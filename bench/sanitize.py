@@ -265,6 +265,12 @@ def problems(have_pingpong: bool = True) -> list:
         P.append(Gemm("fp16 ping-pong tile 128", "float16", "TN", m=512, n=384, k=256,
                       kw={"_pingpong": True, "_block_n": 128}))
         P.append(Gemm("bf16 ping-pong tile 64 swap-AB", "bfloat16", "TN", m=40, k=256, kw={"_pingpong": True}))
+    # stream-K (35 tiles of 128x128, 16 k-blocks: every tile in pieces over 132 CTAs), cooperative and ping-pong
+    P.append(Gemm("fp16 stream-K 128x128", "float16", "TN", m=520, n=776, k=1000,
+                  kw={"_streamk": True, "_block_n": 128}, quick=True))
+    if have_pingpong:
+        P.append(Gemm("bf16 ping-pong stream-K + C", "bfloat16", "TN", m=520, n=776, k=1000, c="row",
+                      kw={"_streamk": True, "_pingpong": True, "_block_n": 128}, quick=True))
     # CTA pairs along N (A multicast)
     P.append(Gemm("bf16 cluster 1x2 tile 128 NT", "bfloat16", "NT", m=256, n=640, k=256,
                   kw={"_cluster": (1, 2), "_block_n": 128}, quick=True))

@@ -48,7 +48,9 @@
 //        both 64-row halves of it; it skips the other consumer's stages of the
 //        ring.  The ring hands out stages in unit order, so one consumer's
 //        mainloop runs while the other runs its epilogue: the epilogue hides
-//        behind tensor-core work.
+//        behind tensor-core work.  With STREAM_K (opt-in) the stream-K pieces
+//        alternate too; a CTA's empty stream-K units come last in its
+//        sequence, so no consumer waits for a hand-over (turn) from one.
 //        Per k-block: wait full[s], issue 4 (cooperative) or 8 (ping-pong)
 //        wgmma m64nBLOCK_N (k16/k8/k32; smem descriptors, 128B swizzle), commit, wait
 //        until only this batch is in flight and release the previous stage
@@ -361,8 +363,9 @@ static_assert(BS_SB_AHEAD >= 0 && BS_SB_AHEAD <= 4, "BS_SB_AHEAD: 0..4 k-blocks"
 static_assert(BLOCK_M == 128 || (BLOCK_M == 192 && !PINGPONG && !RC_BLOCK_SCALED && RC_CLUSTER == 1 && !STREAM_K
                                   && BLOCK_N <= 192),
               "tall tiles (BLOCK_M 192): cooperative, 128 or 192 columns, no clusters, stream-K or block scales");
-static_assert(!STREAM_K || (RC_CLUSTER == 1 && !PINGPONG),
-              "stream-K kernels are cooperative and without clusters (gridDim.x CTAs share the ranges)");
+static_assert(!STREAM_K || (RC_CLUSTER == 1 && !(PINGPONG && RC_BLOCK_SCALED)),
+              "stream-K kernels are without clusters (gridDim.x CTAs share the ranges); ping-pong stream-K "
+              "is not built block-scaled");
 
 // ------------------------------------------------------------------ epilogue math
 RC_DEVICE float ex2_approx(float x) {

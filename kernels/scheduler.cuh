@@ -41,7 +41,7 @@ struct WorkUnit {
     int kb_count;   // number of k-blocks (>= 1)
 };
 
-// Stream-K (STREAM_K 1; no clusters, cooperative consumers): the k-blocks of
+// Stream-K (STREAM_K 1; no clusters; cooperative or ping-pong consumers): the k-blocks of
 // the tiles past tiles_dp form one sequence (tile after tile), cut into
 // gridDim.x contiguous ranges as equal as integers allow, one per CTA.  A
 // range's intersection with a tile is a piece; a tile's pieces belong to

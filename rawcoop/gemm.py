@@ -157,7 +157,8 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     ``_pingpong=True`` lets the two consumer warpgroups alternate tiles, 128x64
     or 128x128 only; ``_streamk=True`` shares the k-blocks of the partial last
     wave equally among all CTAs instead of splitting its tiles evenly
-    (stream-K; cooperative, no clusters, no ``_splits``), ``_streamk=False``
+    (stream-K; no clusters, no ``_splits``; cooperative, or ping-pong with
+    ``_pingpong=True``, never chosen automatically), ``_streamk=False``
     never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
     use it, see gemm_configs.choose_stream_k); ``_block_m=192``: 192-row
     tiles (three consumer warpgroups; fp16/bf16, tf32 or per-tensor fp8,

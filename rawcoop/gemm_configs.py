@@ -82,7 +82,7 @@ class GemmConfig:
     b_kind: int = -1                # B's input kind; -1: in_kind (only fp8 A and B may differ)
     cluster_n: int = 1              # 2: CTA pairs on horizontally adjacent tiles multicast A (not with cluster_m=2)
     scale_mode: int = 0             # fp8: 0 per-tensor scales, 1 block-scaled (1x128 A, 128x128 B)
-    stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; cooperative, no clusters)
+    stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; no clusters)
     block_m: int = BLOCK_M          # 128, or 192: three consumer warpgroups (kernels/gemm.cu "Tall tiles")
     epi_ring: bool = False          # staging buffers in the ring's A stages (EPI_RING=1): one unit per CTA only
 
@@ -112,8 +112,9 @@ class GemmConfig:
                 raise ValueError(f"block-scaled fp8 needs a 128x128 cooperative or 128x64 tile (accumulators + "
                                  f"promotion temporaries in 128 registers), got 128x{self.block_n}"
                                  f"{' ping-pong' if self.pingpong else ''}")
-        if self.stream_k and (self.pingpong or self.cluster_size > 1):
-            raise ValueError("stream-K configurations (stream_k=True) are cooperative and without clusters")
+        if self.stream_k and (self.cluster_size > 1 or (self.pingpong and self.scale_mode)):
+            raise ValueError("stream-K configurations (stream_k=True) are without clusters, and ping-pong "
+                             "stream-K is not built block-scaled")
         if self.block_m not in (BLOCK_M, TALL_BLOCK_M):
             raise ValueError(f"block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {self.block_m}")
         if self.block_m == TALL_BLOCK_M and (self.block_n not in TALL_BLOCK_NS or self.pingpong or self.stream_k
@@ -433,7 +434,7 @@ def stream_k_configs() -> list[GemmConfig]:
     the CPU compile tests: both 16-bit kinds on the tiles the heuristic picks
     for large problems (128x256, 128x128 cooperative), all four layouts
     between them, C/bias/activation and fp32 output, fp8 per-tensor and
-    block-scaled, tf32.  With C and 128x256 tiles the C-loader warp (40
+    block-scaled, tf32; ping-pong 128x128 (``_pingpong=True, _streamk=True``).  With C and 128x256 tiles the C-loader warp (40
     registers) spills a few bytes: its per-unit stream-K range arithmetic
     (tests/test_compile.py bounds it)."""
     return [
@@ -447,6 +448,13 @@ def stream_k_configs() -> list[GemmConfig]:
         GemmConfig(256, E4M3, stream_k=True),
         GemmConfig(128, E4M3, scale_mode=1, stream_k=True),
         GemmConfig(256, TF32, stream_k=True),
+        # ping-pong 128x128 (opt-in only: measured slower than ping-pong data-parallel, bench/NOTES.md
+        # stop 27): the consumers alternate units, stream-K pieces included; the serial chain fix-up
+        GemmConfig(128, True, pingpong=True, stream_k=True),
+        GemmConfig(128, False, False, False, pingpong=True, stream_k=True),
+        GemmConfig(128, True, True, False, 2, True, False, False, 1, False, 2, pingpong=True, stream_k=True),
+        GemmConfig(128, E4M3, pingpong=True, stream_k=True),
+        GemmConfig(128, TF32, pingpong=True, stream_k=True),
     ]
 
 
@@ -861,9 +869,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                           pingpong=pingpong, streamk=streamk)      # forced 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or pingpong):
-        raise ValueError("_streamk=True: stream-K kernels are cooperative and without clusters, and take no "
-                         f"_splits (got _splits={splits!r}, _cluster={cluster!r}, _pingpong={pingpong!r})")
+    if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
+        raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
+                         f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "
+                         f"_pingpong={pingpong!r}, block-scaled={bool(block)})")
     tiles = tile_count(km, kn, block_n, batch)
     stream_k = choose_stream_k(streamk, block_n=block_n, tiles=tiles, sm_count=sm_count, in_kind=kind_a,
                                swap=swap, block=block, splits=splits, cluster=(cluster_m, cluster_n),

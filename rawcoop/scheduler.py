@@ -68,7 +68,7 @@ CONSUMERS = 2                 # workspace slots per split tile (consumer warpgro
 class Decomposition:
     """The work units of a launch.  Split-K (``sk_ctas`` 0): ``splits`` equal
     K-ranges per tile past ``tiles_dp``.  Stream-K (``sk_ctas`` = the grid,
-    kernels built with STREAM_K=1, no clusters, cooperative): the k-blocks of
+    kernels built with STREAM_K=1, no clusters, cooperative or ping-pong): the k-blocks of
     every tile past ``tiles_dp`` (one global sequence, tile after tile) are cut
     into ``sk_ctas`` contiguous ranges as equal as integers allow, one per CTA;
     a range's intersection with a tile is a *piece*, numbered in K order

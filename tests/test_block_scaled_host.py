@@ -88,6 +88,10 @@ def test_block_narrow_n_and_forced_tiles(rec):
         build(a, b, scale_a=sa, scale_b=sb, scale_mode="block", _block_n=256)
     with pytest.raises(ValueError, match="_pingpong with block-scaled fp8 needs _block_n=64"):
         build(a, b, scale_a=sa, scale_b=sb, scale_mode="block", _pingpong=True)
+    # stream-K: cooperative block-scaled kernels only (ping-pong stream-K is not built block-scaled)
+    assert build(a, b, scale_a=sa, scale_b=sb, scale_mode="block", _streamk=True).cfg.stream_k
+    with pytest.raises(ValueError, match="not ping-pong block-scaled"):
+        build(a, b, scale_a=sa, scale_b=sb, scale_mode="block", _block_n=64, _pingpong=True, _streamk=True)
 
 
 def test_block_small_m_is_not_swapped(rec):

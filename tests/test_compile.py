@@ -415,22 +415,25 @@ def test_stream_k_configs_compile(cfg):
         assert r.ptx.count(instr) == plain.count(instr), instr
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(PINGPONG=1), "stream-K kernels are cooperative and without clusters"),
-    (dict(CLUSTER_M=2), "stream-K kernels are cooperative and without clusters"),
+@pytest.mark.parametrize("base, change", [
+    (_gc.GemmConfig(128, True, stream_k=True), dict(CLUSTER_M=2)),
+    (_gc.GemmConfig(64, _gc.E4M3, pingpong=True, scale_mode=1), dict(STREAM_K=1)),
 ])
-def test_stream_k_kernel_static_asserts(change, message):
-    spec = _gc.GemmConfig(128, True, stream_k=True).spec
-    bad = KernelSpec(spec.source, spec.name, tuple((k, change.get(k, v)) for k, v in spec.defines))
-    with pytest.raises(compiler.CompileError, match=re.escape(message)):
+def test_stream_k_kernel_static_asserts(base, change):
+    spec = base.spec
+    defines = dict(spec.defines)
+    defines.update(change)
+    bad = KernelSpec(spec.source, spec.name, tuple(sorted(defines.items())))
+    with pytest.raises(compiler.CompileError, match=re.escape("stream-K kernels are without clusters")):
         compiler.compile_spec(bad)
 
 
 def test_stream_k_config_rules():
-    with pytest.raises(ValueError, match="cooperative and without clusters"):
-        _gc.GemmConfig(128, True, stream_k=True, pingpong=True)
-    with pytest.raises(ValueError, match="cooperative and without clusters"):
+    assert _gc.GemmConfig(128, True, stream_k=True, pingpong=True).stream_k      # ping-pong stream-K (stop 27)
+    with pytest.raises(ValueError, match="without clusters"):
         _gc.GemmConfig(128, True, stream_k=True, cluster_n=2)
+    with pytest.raises(ValueError, match="ping-pong stream-K is not built block-scaled"):
+        _gc.GemmConfig(64, _gc.E4M3, stream_k=True, pingpong=True, scale_mode=1)
     assert ("STREAM_K", 1) in _gc.GemmConfig(256, True, stream_k=True).spec.defines
     assert all(k != "STREAM_K" for k, _ in _gc.GemmConfig(256, True).spec.defines)   # default specs unchanged
 

@@ -108,7 +108,9 @@ def test_tf32_vs_float64(m, n, k, out_name):
                                 dict(_cluster=(1, 2), _block_n=256),
                                 dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
                                 dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
-                                dict(_swap=True, _pingpong=True, _block_n=128)])
+                                dict(_swap=True, _pingpong=True, _block_n=128),
+                                dict(_streamk=True, _pingpong=True, _block_n=128),
+                                dict(_swap=True, _streamk=True, _pingpong=True, _block_n=128)])
 def test_tf32_kernel_variants(kw):
     import cupy as cp
     import rawcoop
@@ -192,7 +194,9 @@ def test_fp8_vs_float64_of_dequantised(fa, fb, m, n, k):
                                 dict(_cluster=(1, 2), _block_n=256),
                                 dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
                                 dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
-                                dict(_swap=True, _pingpong=True, _block_n=128)])
+                                dict(_swap=True, _pingpong=True, _block_n=128),
+                                dict(_streamk=True, _pingpong=True, _block_n=128),
+                                dict(_swap=True, _streamk=True, _pingpong=True, _block_n=128)])
 def test_fp8_kernel_variants(kw):
     import cupy as cp
     import rawcoop

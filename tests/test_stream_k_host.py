@@ -103,6 +103,8 @@ def _simulate(dec, sms):
 
 
 def test_stream_k_wait_order_cannot_deadlock():
+    # Each CTA's units run in sequence here; the ping-pong consumers only relax that order (a unit's
+    # fix-up may finish after the next unit's), so every order this finds is one ping-pong can run too.
     for tiles, k_blocks, sms in _cases(300, 7):
         dec = decompose_stream_k(tiles, k_blocks, sms)
         assert _simulate(dec, sms), (tiles, k_blocks, sms)
@@ -157,9 +159,41 @@ def test_stream_k_plan(monkeypatch):
     assert plan.ws_floats == dec.workspace_floats(256) and plan.ws_flags == dec.flag_count() > 0
     plain = build(a, b)
     assert all(k != "STREAM_K" for k, _ in plain.cfg.spec.defines) and plain.decomposition.sk_ctas == 0
-    for kw in (dict(_splits=2), dict(_cluster=2), dict(_cluster=(1, 2)), dict(_pingpong=True)):
+    for kw in (dict(_splits=2), dict(_cluster=2), dict(_cluster=(1, 2))):
         with pytest.raises(ValueError, match="_streamk=True"):
             build(a, b, _block_n=128, _streamk=True, **kw)
+
+
+def test_pingpong_stream_k_plan(monkeypatch):
+    """_pingpong=True with _streamk=True (opt-in, stop 27): the PINGPONG and
+    STREAM_K kernel, the serial chain (no spread), one workspace slot per
+    64-row half of every stream-K tile; never chosen automatically; not
+    block-scaled (a clear error before anything is launched)."""
+    stub_planning(monkeypatch)
+    a, b = tn(2048, 2624, 2048, "bfloat16")           # 336 tiles of 128x128: 2 full waves + 72
+    plan = build(a, b, _pingpong=True, _streamk=True, _block_n=128)
+    defines = dict(plan.cfg.spec.defines)
+    assert defines["PINGPONG"] == 1 and defines["STREAM_K"] == 1 and plan.cfg.block_n == 128
+    dec = plan.decomposition
+    assert dec.sk_ctas == 132 and dec.tiles_dp == 264 and plan.scalars[-2:] == (264, dec.splits)
+    assert not plan.scalars[7] & 8                     # bmask bit 3 (spread) off: the chain
+    assert plan.ws_floats == 72 * 2 * 64 * 128 and plan.ws_flags == 72 * 2
+    auto = build(a, b)
+    assert auto.cfg.pingpong and not auto.cfg.stream_k
+    # (block-scaled: tests/test_block_scaled_host.py)
+
+
+def test_stream_k_empty_units_come_last():
+    """A ping-pong consumer waits for the other consumer's hand-over (turn)
+    from the previous unit of the CTA's sequence; an empty stream-K unit
+    hands nothing over.  Empty units are always the last of a CTA's
+    sequence, so no consumer waits after one (kernels/gemm.cu)."""
+    for tiles, k_blocks, sms in _cases(300, 11):
+        dec = decompose_stream_k(tiles, k_blocks, sms)
+        for c in range(sms):
+            counts = [dec.unit(u)[4] for u in range(c, dec.units, sms)]
+            first_empty = next((i for i, n in enumerate(counts) if n == 0), len(counts))
+            assert all(n == 0 for n in counts[first_empty:]), (tiles, k_blocks, sms, c, counts)
 
 
 @pytest.mark.parametrize("m,n,k,dt,want", [

@@ -109,3 +109,78 @@ def test_stream_k_chosen_by_default_is_bit_identical_and_correct(m, n, k, dt_nam
     for _ in range(10):
         again = rawcoop.gemm(a, b)
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "stream-K result changed between runs"
+
+
+# ---------------------------------------------------------------- ping-pong stream-K (stop 27)
+def _pp_decomposition(m, n, k, batch=1):
+    from rawcoop import device, scheduler
+    return scheduler.schedule(m, n, 128, 128, device.info(0).sm_count, None, batch, k=k, stream_k=True,
+                              chain=True).decomposition
+
+
+@pytest.mark.parametrize("m,n,k", [
+    (2048, 2624, 2048),             # 336 tiles: 2 full waves, 72 tiles in stream-K pieces
+    (1000, 3000, 2000),             # ragged, 192 tiles: 1 full wave + 60; K not a multiple of 64
+    (520, 776, 1000),               # 35 tiles, fewer than SMs: every tile in pieces of a few k-blocks
+    (2048, 2048, 8192),             # 256 tiles, long K: CTAs' ranges inside one tile (middle pieces)
+    (4096, 4096, 4096),             # 1024 tiles: 7 full waves + 100
+], ids=str)
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+def test_pingpong_stream_k_vs_float64(m, n, k, dt_name):
+    """Ping-pong 128x128 with stream-K (``_pingpong=True, _streamk=True``):
+    the consumers alternate units, stream-K pieces included, and the pieces
+    meet in the serial chain fix-up; NaN-poisoned output, float64 reference."""
+    import cupy as cp
+    import rawcoop
+    dec = _pp_decomposition(m, n, k)
+    assert dec.sk_ctas, f"expected stream-K pieces for {m}x{n}x{k}: {dec}"
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, "TN", 21)
+    d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
+    rawcoop.gemm(a, b, out=d, _pingpong=True, _streamk=True, _block_n=128)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("layout", ["NN", "NT", "TT"])
+def test_pingpong_stream_k_layouts(layout):
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("float16")
+    a, b = _operands(cp, 1496, 2104, 1800, dt, layout, 23)
+    d = rawcoop.gemm(a, b, _pingpong=True, _streamk=True, _block_n=128)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
+
+
+def test_pingpong_stream_k_swapped_epilogue_batched():
+    """Swap-AB (D column-major in the kernel's view, bias along its rows),
+    C + bias + gelu, fp32 out, three batches, ping-pong stream-K."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = _operands(cp, 900, 1400, 1504, dt, "TN", 25, batch=3)
+    c = gpu_helpers.rand(cp, (3, 900, 1400), cp.float32, 26)
+    bias = gpu_helpers.rand(cp, (1400,), cp.float32, 27)
+    for swap in (False, True):
+        d = cp.full((3, 900, 1400), cp.nan, dtype=cp.float32)
+        rawcoop.gemm(a, b, c=c, alpha=0.5, beta=2.0, bias=bias, activation="gelu", out=d, out_dtype=cp.float32,
+                     _swap=swap, _pingpong=True, _streamk=True, _block_n=128)
+        v = 0.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) + 2.0 * c + bias
+        ref = 0.5 * v * (1 + cp.tanh(0.7978845608028654 * (v + 0.044715 * v ** 3)))
+        gpu_helpers.assert_rel_err(cp, d, ref, 1e-4)
+
+
+@pytest.mark.parametrize("m,n,k,dt_name", [(2048, 2624, 2048, "bfloat16"), (1872, 2576, 1536, "float16")])
+def test_pingpong_stream_k_bit_identical_reruns_and_close_to_data_parallel(m, n, k, dt_name):
+    """10 reruns bit-identical (the chain's fixed order); close to the
+    data-parallel ping-pong result (same products, another summation)."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, "TN", 29)
+    first = rawcoop.gemm(a, b, _pingpong=True, _streamk=True, _block_n=128)
+    for _ in range(10):
+        again = rawcoop.gemm(a, b, _pingpong=True, _streamk=True, _block_n=128)
+        assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "result changed between runs"
+    dp = rawcoop.gemm(a, b, _pingpong=True, _streamk=False, _block_n=128)
+    gpu_helpers.assert_rel_err(cp, first, dp.astype(cp.float64), TOL[dt_name])
+    gpu_helpers.assert_rel_err(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
