@@ -156,7 +156,9 @@ def run_case(b, case, rules, rounds, iters):
     row = {"case": f"{kind}:{layout}:{m}x{n}x{k}", "sets": sets,
            "cfg_a": config_label(plans["A"][0].cfg), "cfg_b": config_label(plans["B"][0].cfg),
            "dec_a": str(plans["A"][0].decomposition), "dec_b": str(plans["B"][0].decomposition)}
-    if plans["A"][0].cfg == plans["B"][0].cfg and row["dec_a"] == row["dec_b"]:
+    # (the kernels compared too: a rule may change only a kernel define, as stop 27's SPLIT_CHAIN did)
+    if (plans["A"][0].cfg == plans["B"][0].cfg and row["dec_a"] == row["dec_b"]
+            and plans["A"][0].kernel.spec == plans["B"][0].kernel.spec):
         row["same_plan"] = True
         return row
     ref = ops[0][4] @ ops[0][5]

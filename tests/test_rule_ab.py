@@ -6,6 +6,7 @@ import importlib.util
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def _fake_plans(monkeypatch, slow_when):
                 a, b = value_of[a] * kw["scale_a"], value_of[b] * kw["scale_b"]
             self.a, self.b, self.wide = a, b, wide
             self.cfg = gc.GemmConfig(256 if wide else 128, gc.BF16, pingpong=not wide)
+            self.kernel = types.SimpleNamespace(spec=self.cfg.spec)   # (rule_ab compares the kernels too)
             self.decomposition = scheduler.Decomposition(tiles=184 if wide else 360, k_blocks=32,
                                                          tiles_dp=132 if wide else 360, splits=2 if wide else 1)
 
