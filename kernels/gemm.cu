@@ -228,6 +228,14 @@
 #define SPLIT_SPREAD 1
 #endif
 #define RC_SPREAD (SPLIT_SPREAD && !PINGPONG && !STREAM_K)   // cooperative data-parallel/split-K kernels only
+// Diagnostics (RC_TIMELINE defined: never in a shipped kernel): thread 0 of each consumer stamps
+// %globaltimer (ns) at its units' start, mainloop end, fix-up end and epilogue end into the
+// module global rc_timeline, RC_TL_UNITS units per (CTA, consumer), records of 5 u64: unit index,
+// then the four stamps.  bench/timeline.py reads it back.
+#ifdef RC_TIMELINE
+#define RC_TL_UNITS 16
+__device__ unsigned long long rc_timeline[1024 * 4 * RC_TL_UNITS * 5];
+#endif
 #ifndef BS_SB_AHEAD         // block-scaled: SB is read from L2 this many k-blocks before it is used
 #define BS_SB_AHEAD (RC_BS_TWO_TMP ? 1 : 2)   // H200, stop 13: 1 is 3-4% faster with two temporaries
 #endif
@@ -745,6 +753,14 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #endif
 
         u32 stage = 0, phase = 0, e = 0;         // ring position; epilogue chunk counter
+#ifdef RC_TIMELINE
+        u32 tl_n = 0;                                // this consumer's units so far
+#define RC_STAMP(f, val) do { if (tid == 0 && tl_n < RC_TL_UNITS) \
+            rc_timeline[((blockIdx.x * kConsumers + c) * RC_TL_UNITS + tl_n) * 5u + (f)] = (val); } while (0)
+#define RC_NOW globaltimer_ns()
+#else
+#define RC_STAMP(f, val) do {} while (0)
+#endif
         u32 turn_phase = 0;                          // ping-pong: hand-overs received
         int j = 0;                                   // position in this CTA's unit sequence
         for (int u = first_unit; u < units; u += unit_step, ++j) {
@@ -771,6 +787,8 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 mbar_wait(turn(c), turn_phase, "turn (ping-pong hand-over)");
                 turn_phase ^= 1u;
             }
+            RC_STAMP(0, u64(u));
+            RC_STAMP(1, RC_NOW);
             // One k-block's wgmmas on stage s into d (this consumer's halves); the
             // block's first k-step adds to d only when `accumulate` (else it starts d).
             auto mma_kblock = [&](float (&d)[kHalves][kAccRegs], u32 s, bool accumulate) {
@@ -955,6 +973,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
             // epilogue's chunk tests uniform and moved the mainloop's descriptor and
             // ring arithmetic off the uniform datapath (block-scaled fp8 ran ~10%
             // slower, H200 stop 14).
+            RC_STAMP(2, RC_NOW);
             const ChunkRange chunks = epilogue_chunks(w, spread);
             const u32 ch_lo = chunks.lo, ch_hi = chunks.hi;
             if (w.splits > 1) {
@@ -1033,12 +1052,18 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                                             acc[hh][4 * i], acc[hh][4 * i + 1], acc[hh][4 * i + 2], acc[hh][4 * i + 3]);
                         named_barrier_sync(1 + c, 128);  // every thread's partial is written ...
                         if (tid == 0) st_release_gpu(flag, w.split + 1);   // ... before the flag moves
+                        RC_STAMP(3, RC_NOW);
+                        RC_STAMP(4, RC_NOW);
+#ifdef RC_TIMELINE
+                        ++tl_n;
+#endif
                         continue;
                     }
                 }
             }
 
             // -------------------------------------------------- epilogue
+            RC_STAMP(3, RC_NOW);
             // EPI_RING: the staging buffers are A stages; every consumer's wgmmas are done with them.
             if (EPI_RING) named_barrier_sync(1 + kConsumers, 128 * kConsumers);
             const u32 row0 = warp * 16u + lane / 4u;     // this thread's rows in a half: row0, row0 + 8
@@ -1174,6 +1199,10 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     ++e;                                     // chunks stored (C buffers, staging buffers)
                 }
             }
+            RC_STAMP(4, RC_NOW);
+#ifdef RC_TIMELINE
+            ++tl_n;
+#endif
         }
         if (tid == 0) tma_store_wait_all();
     }

@@ -279,6 +279,11 @@ RC_DEVICE u32 warp_uniform(u32 x) {
     return r;
 }
 
+RC_DEVICE u64 globaltimer_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 RC_DEVICE void nanosleep_ns(u32 ns) { asm volatile("nanosleep.u32 %0;" :: "r"(ns)); }
 // Count up a flag after this thread's (and, through a preceding barrier, its
 // warpgroup's) workspace stores: they are visible to whoever acquires the new count.
