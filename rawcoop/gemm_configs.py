@@ -434,9 +434,10 @@ def stream_k_configs() -> list[GemmConfig]:
     the CPU compile tests: both 16-bit kinds on the tiles the heuristic picks
     for large problems (128x256, 128x128 cooperative), all four layouts
     between them, C/bias/activation and fp32 output, fp8 per-tensor and
-    block-scaled, tf32; ping-pong 128x128 (``_pingpong=True, _streamk=True``).  With C and 128x256 tiles the C-loader warp (40
-    registers) spills a few bytes: its per-unit stream-K range arithmetic
-    (tests/test_compile.py bounds it)."""
+    block-scaled, tf32; ping-pong 128x128 (``_pingpong=True, _streamk=True``).
+    With C and 128x256 tiles the C-loader warp (40 registers) spills a few
+    bytes: its per-unit stream-K range arithmetic (tests/test_compile.py
+    bounds it)."""
     return [
         GemmConfig(256, True, stream_k=True),
         GemmConfig(256, False, stream_k=True),

@@ -2,7 +2,6 @@
 argument parsing with clear errors, the rule's constants set for each side's
 plans and restored, alternating timed rounds, errors against float64, the
 summary, and a clean exit without a GPU.  The GPU side is a numpy fake."""
-import importlib.util
 import subprocess
 import sys
 import time
@@ -11,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import gpu_helpers
 from rawcoop import gemm_configs as gc
 from rawcoop import scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("rule_ab", ROOT / "bench" / "rule_ab.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-rule_ab = _load()
+rule_ab = gpu_helpers.bench_script("rule_ab")
 
 
 def test_parse_case():

@@ -1,22 +1,11 @@
 """bench/timeline.py's kernel side (CPU): RC_TIMELINE compiles the
 %globaltimer stamps and the rc_timeline global into the kernels, without
 spills; without it no kernel carries them.  Its option parser."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
+import gpu_helpers
 from rawcoop import compiler, gemm_configs as gc
 from rawcoop.compiler import KernelSpec
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _timeline():
-    spec = importlib.util.spec_from_file_location("timeline", ROOT / "bench" / "timeline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _usage(r):
@@ -42,7 +31,7 @@ def test_timeline_stamps_only_when_defined(cfg):
 
 
 def test_timeline_options():
-    t = _timeline()
+    t = gpu_helpers.bench_script("timeline")
     assert t.parse_opts("") == {}
     assert t.parse_opts("_pingpong=True,_block_n=128,_cluster=(1;2),_splits=None") == \
         {"_pingpong": True, "_block_n": 128, "_cluster": (1, 2), "_splits": None}
