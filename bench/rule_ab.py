@@ -162,11 +162,10 @@ def run_case(b, case, rules, rounds, iters):
         row["same_plan"] = True
         return row
     ref = ops[0][4] @ ops[0][5]
-    den = float(cp.linalg.norm(ref)) or 1.0
     for side in ("A", "B"):
         outs[0].fill(float("nan"))
         plans[side][0].run(cp, outs[0])
-        row[f"err_{side.lower()}"] = float(cp.linalg.norm(outs[0].astype(cp.float64) - ref)) / den
+        row[f"err_{side.lower()}"] = b.rel_err64(outs[0], ref)
 
     def runner(side):
         def run(i):
@@ -230,7 +229,7 @@ def main(argv=None) -> int:
         return 1
     info = b.info
     print(f"rule_ab on {info.name} ({info.sm_count} SMs): "
-          + "; ".join(f"{m.__name__.split('.')[-1]}.{n} A={a!r} B={b!r}" for m, n, a, b in rules), flush=True)
+          + "; ".join(f"{m.__name__.split('.')[-1]}.{n} A={va!r} B={vb!r}" for m, n, va, vb in rules), flush=True)
     rows = []
     for case in cases:
         row = run_case(b, case, rules, args.rounds, args.iters)

@@ -42,7 +42,7 @@ def parse_opts(text: str) -> dict:
     return out
 
 
-def record(cp, plan, a, b, out):
+def record(cp, plan, out):
     """One recorded launch of ``plan`` with the timeline kernel: (CTAs x consumers x UNITS x 5) u64."""
     from rawcoop import launch
     from rawcoop._cuda import check, driver
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
     results = []
     for opts in variants:
         plan = _plan_for(a, b, **opts)
-        s = summarize(record(cp, plan, a, b, out))
+        s = summarize(record(cp, plan, out))
         s.update(opts={k2: repr(v) for k2, v in opts.items()}, config=plan.cfg.spec.label,
                  decomposition=str(plan.decomposition))
         results.append(s)

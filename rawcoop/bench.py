@@ -1086,6 +1086,19 @@ class Bench:
     def free(self):
         self.cp.get_default_memory_pool().free_all_blocks()
 
+    def variant_rows(self, variants, out, label, ref, extra):
+        """record_variants' entries for the fp8 and tf32 suites' ``variants``
+        ((name, gemm keywords, fn(i))): each runs once on set 0 into ``out``
+        (its set-0 output), NaN-filled first so that it is that variant's own
+        output, never the previous one's; ``extra`` plus the variant's name and
+        its rel_err against ``ref``."""
+        rows = []
+        for v, _, ours in variants:
+            out.fill(float("nan"))
+            ours(0)
+            rows.append((v, _variant_label(label, v), ours, dict(extra, variant=v, rel_err=self.rel_err(out, ref))))
+        return rows
+
     def axpby(self):
         if self._axpby is None:
             self._axpby = self.cp.ElementwiseKernel("T x, T c, float32 alpha, float32 beta", "T d",
@@ -1469,12 +1482,7 @@ class Bench:
                         extra = dict(common, rel_err=self.rel_err(D[0], ref), err_vs=bname, baseline_call=text,
                                      use_fast_accum=fast, baseline_err_fp32=self.rel_err(ref, ref32),
                                      torch=torch.__version__)
-                        rows = []
-                        for v, kw, ours_v in variants:
-                            D[0].fill(float("nan"))         # each variant's own output, never the previous one's
-                            ours_v(0)
-                            rows.append((v, _variant_label(label, v), ours_v,
-                                         dict(extra, variant=v, rel_err=self.rel_err(D[0], ref))))
+                        rows = self.variant_rows(variants, D[0], label, ref, extra)
                         self.record_variants("fp8", rows, shape.flops, fn, sets, baseline=bname, peak=PEAK_FP8_TFLOPS)
                         timed = True
                     del TA, TB, TSA, TSB, TD, OUT
@@ -1482,13 +1490,9 @@ class Bench:
                     skipped = f"torch baseline failed: {type(e).__name__}: {e}"
                     print(f"fp8      {label}: {skipped}", flush=True)
             if not timed:
-                rows = []
-                for v, kw, ours_v in variants:
-                    D[0].fill(float("nan"))
-                    ours_v(0)
-                    rows.append((v, _variant_label(label, v), ours_v,
-                                 dict(common, variant=v, rel_err=self.rel_err(D[0], ref32),
-                                      err_vs="fp32 GEMM of the dequantised inputs", baseline_skipped=skipped)))
+                rows = self.variant_rows(variants, D[0], label, ref32,
+                                         dict(common, err_vs="fp32 GEMM of the dequantised inputs",
+                                              baseline_skipped=skipped))
                 self.record_variants("fp8", rows, shape.flops, None, sets, baseline=NO_BASELINE,
                                      peak=PEAK_FP8_TFLOPS)
             del A, BT, SA, SB, D, ref32
@@ -1533,17 +1537,13 @@ class Bench:
             with cupy_f32_compute_type(cp, "DEFAULT"):       # full fp32 (no TF32) for the reference
                 ref32 = cp.matmul(ad, bd.T)
             del ad, bd
-            rows = []
-            for v, kw, ours in variants:
-                D[0].fill(float("nan"))
-                ours(0)
-                err = self.rel_err(D[0], ref32)
-                rows.append((v, _variant_label(f"e4m3 block {shape} TN", v), ours,
-                             {"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1,
-                              "out_dtype": "bf16", "scale_mode": "block", "variant": v, "rawcoop_call": call,
-                              "rel_err": err, "rawcoop_err_fp32": err,
-                              "err_vs": "fp32 GEMM of the dequantised inputs",
-                              "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"}))
+            rows = self.variant_rows(variants, D[0], f"e4m3 block {shape} TN", ref32,
+                                     {"dtype": "e4m3", "shape": str(shape), "layout": "TN", "batch": 1,
+                                      "out_dtype": "bf16", "scale_mode": "block", "rawcoop_call": call,
+                                      "err_vs": "fp32 GEMM of the dequantised inputs",
+                                      "baseline_skipped": "no block-scaled baseline in this benchmark (rawcoop alone)"})
+            for row in rows:
+                row[3]["rawcoop_err_fp32"] = row[3]["rel_err"]    # (the reference is that fp32 GEMM)
             self.record_variants("fp8", rows, shape.flops, None, sets, baseline=NO_BASELINE, peak=PEAK_FP8_TFLOPS)
             del A, BT, SA, SB, D, ref32
             self.free()
@@ -1585,14 +1585,10 @@ class Bench:
                     print(f"tf32     WARNING {label}: cupy.matmul's error vs float64 is {e64:.1e}, as full fp32 "
                           "would give; TF32 gives ~1e-4..1e-3.  The cuBLAS baseline did NOT run in TF32.",
                           file=sys.stderr, flush=True)
-                rows = []
-                for v, kw, ours in variants:
-                    D[0].fill(float("nan"))             # each variant's own output, never the previous one's
-                    ours(0)
-                    rows.append((v, _variant_label(label, v), ours,
-                                 dict(common, variant=v, rel_err=self.rel_err(D[0], ref), err_vs="cupy.matmul",
-                                      cupy_compute_type=ctype, cublas_compute_type=cublas_ct,
-                                      baseline_err_fp64=e64, baseline_tf32_evident=e64 >= 5e-5)))
+                rows = self.variant_rows(variants, D[0], label, ref,
+                                         dict(common, err_vs="cupy.matmul", cupy_compute_type=ctype,
+                                              cublas_compute_type=cublas_ct, baseline_err_fp64=e64,
+                                              baseline_tf32_evident=e64 >= 5e-5))
                 self.record_variants("tf32", rows, shape.flops, lambda i: cp.matmul(A[i], BT[i].T, out=D[i]), sets,
                                      baseline=BASE_CUBLAS_TF32 if ctype == "COMPUTE_TYPE_TF32" else f"cuBLAS {ctype}",
                                      peak=PEAK_TF32_TFLOPS)
@@ -1611,15 +1607,10 @@ class Bench:
                         if e64 < 5e-5:
                             print(f"tf32     WARNING {label}: torch.matmul's error vs float64 is {e64:.1e}: not TF32",
                                   file=sys.stderr, flush=True)
-                        rows = []
-                        for v, kw, ours in variants:
-                            D[0].fill(float("nan"))
-                            ours(0)
-                            rows.append((v, _variant_label(label, v), ours,
-                                         dict(common, variant=v, rel_err=self.rel_err(D[0], ref),
-                                              err_vs="torch.matmul", torch_setting=setting,
-                                              torch=torch.__version__, baseline_err_fp64=e64,
-                                              baseline_tf32_evident=e64 >= 5e-5)))
+                        rows = self.variant_rows(variants, D[0], label, ref,
+                                                 dict(common, err_vs="torch.matmul", torch_setting=setting,
+                                                      torch=torch.__version__, baseline_err_fp64=e64,
+                                                      baseline_tf32_evident=e64 >= 5e-5))
                         self.record_variants("tf32", rows, shape.flops, lambda i: torch.matmul(TA[i], TB[i], out=TD[i]),
                                              sets, baseline=BASE_TORCH_TF32, peak=PEAK_TF32_TFLOPS)
                     del TA, TB, TD, ref

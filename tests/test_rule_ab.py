@@ -93,8 +93,6 @@ def _fake_plans(monkeypatch, slow_when):
 
 def _fake_bench(monkeypatch):
     """A rawcoop.bench.Bench on test_bench_cli's numpy CuPy (1 MiB of L2: 8 operand sets)."""
-    import types
-
     from test_bench_cli import _fake_cupy
 
     from rawcoop import bench, device

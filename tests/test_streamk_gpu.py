@@ -52,15 +52,16 @@ def test_stream_k_vs_float64(m, n, k, block_n, dt_name):
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
+@pytest.mark.parametrize("kw", [{}, dict(_pingpong=True, _block_n=128)], ids=["cooperative", "pingpong"])
 @pytest.mark.parametrize("layout", ["NN", "NT", "TT"])
-def test_stream_k_layouts(layout):
+def test_stream_k_layouts(layout, kw):
     import cupy as cp
     import rawcoop
     dt = gpu_helpers.dtype("float16")
     # M and N ragged to every tile but multiples of 8, since a non-K-major operand's leading
     # dimension is M or N and TMA needs its stride in 16-byte units.
-    a, b = _operands(cp, 1496, 2104, 1800, dt, layout, 5)
-    d = rawcoop.gemm(a, b, _streamk=True)
+    a, b = _operands(cp, 1496, 2104, 1800, dt, layout, 23 if kw else 5)
+    d = rawcoop.gemm(a, b, _streamk=True, **kw)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
 
 
@@ -112,12 +113,6 @@ def test_stream_k_chosen_by_default_is_bit_identical_and_correct(m, n, k, dt_nam
 
 
 # ---------------------------------------------------------------- ping-pong stream-K (stop 27)
-def _pp_decomposition(m, n, k, batch=1):
-    from rawcoop import device, scheduler
-    return scheduler.schedule(m, n, 128, 128, device.info(0).sm_count, None, batch, k=k, stream_k=True,
-                              chain=True).decomposition
-
-
 @pytest.mark.parametrize("m,n,k", [
     (2048, 2624, 2048),             # 336 tiles: 2 full waves, 72 tiles in stream-K pieces
     (1000, 3000, 2000),             # ragged, 192 tiles: 1 full wave + 60; K not a multiple of 64
@@ -132,23 +127,13 @@ def test_pingpong_stream_k_vs_float64(m, n, k, dt_name):
     meet in the serial chain fix-up; NaN-poisoned output, float64 reference."""
     import cupy as cp
     import rawcoop
-    dec = _pp_decomposition(m, n, k)
+    dec = _decomposition(m, n, k, 128)          # (the same stream-K walk as the cooperative 128x128 kernel)
     assert dec.sk_ctas, f"expected stream-K pieces for {m}x{n}x{k}: {dec}"
     dt = gpu_helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 21)
     d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
     rawcoop.gemm(a, b, out=d, _pingpong=True, _streamk=True, _block_n=128)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
-
-
-@pytest.mark.parametrize("layout", ["NN", "NT", "TT"])
-def test_pingpong_stream_k_layouts(layout):
-    import cupy as cp
-    import rawcoop
-    dt = gpu_helpers.dtype("float16")
-    a, b = _operands(cp, 1496, 2104, 1800, dt, layout, 23)
-    d = rawcoop.gemm(a, b, _pingpong=True, _streamk=True, _block_n=128)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
 
 
 def test_pingpong_stream_k_swapped_epilogue_batched():
