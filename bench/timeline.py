@@ -42,6 +42,17 @@ def parse_opts(text: str) -> dict:
     return out
 
 
+def parse_shape(text: str) -> tuple[int, int, int]:
+    """``MxNxK`` -> (M, N, K), positive integers."""
+    try:
+        m, n, k = (int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--shape {text!r}: use MxNxK with integers") from None
+    if min(m, n, k) < 1:
+        raise ValueError(f"--shape {text!r}: M, N and K must be positive")
+    return m, n, k
+
+
 def record(cp, plan, out):
     """One recorded launch of ``plan`` with the timeline kernel: (CTAs x consumers x UNITS x 5) u64."""
     from rawcoop import launch
@@ -98,8 +109,12 @@ def main(argv=None) -> int:
     ap.add_argument("--opts", action="append", default=None, help="forced options, e.g. _pingpong=True,_block_n=128")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
-    m, n, k = (int(x) for x in args.shape.lower().split("x"))
-    variants = [parse_opts(o) for o in (args.opts or [""])]
+    try:
+        m, n, k = parse_shape(args.shape)
+        variants = [parse_opts(o) for o in (args.opts or [""])]
+    except ValueError as e:
+        print(f"timeline: {e}", file=sys.stderr)
+        return 2
     import cupy as cp
     import ml_dtypes  # noqa: F401  (bfloat16 arrays)
     from rawcoop.gemm import _plan_for

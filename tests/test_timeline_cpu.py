@@ -38,3 +38,13 @@ def test_timeline_options():
     for bad in ("pingpong=True", "_block_n=", "_swap=yes"):
         with pytest.raises(ValueError, match="--opts"):
             t.parse_opts(bad)
+    assert t.parse_shape("2048x2624x2048") == (2048, 2624, 2048)
+    for bad in ("2048x2624", "2048x2624xK", "0x8x8"):
+        with pytest.raises(ValueError, match="--shape"):
+            t.parse_shape(bad)
+
+
+def test_timeline_bad_arguments_exit_2_before_any_gpu_work(capsys):
+    t = gpu_helpers.bench_script("timeline")
+    assert t.main(["--shape", "64x64"]) == 2 and "--shape" in capsys.readouterr().err
+    assert t.main(["--shape", "64x64x64", "--opts", "block_n=128"]) == 2 and "--opts" in capsys.readouterr().err
