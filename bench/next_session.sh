@@ -15,7 +15,7 @@
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
 #                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
-#   2 focus      the regression and new-feature GPU tests: test_streamk_gpu, test_one_row_gpu, test_tune_gpu,
+#   2 focus      the regression and new-feature GPU tests: test_misaligned_pitch_gpu, test_streamk_gpu, test_one_row_gpu, test_tune_gpu,
 #                test_regressions_gpu, test_fp8_tf32_gpu, test_fp8_block_gpu, test_pingpong_gpu, test_cluster_gpu
 #   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the files of step 2 are
 #                --ignore'd: together steps 2 and 3 are the full GPU suite, without running those files twice)
@@ -79,7 +79,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
 PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
-FOCUS="tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
+FOCUS="tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""
 for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
 Q_OUT="$(printf '%q' "$OUTDIR")"

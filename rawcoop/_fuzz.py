@@ -792,9 +792,9 @@ def predicted_config(p: Problem, sm_count: int = 132):
                                   lk.get("b_format"), lk.get("precision"))
     lowbits = gc.ELEMENT_BYTES[ka] != 2
     block = p.scale_mode == "block"
-    a_kmajor, _ = operands.matrix_layout("a", stubs["a"], "K", "M", require=True if lowbits else None,
-                                         why="a: tf32/fp8 need a row-major a")
-    b_rowmajor, _ = operands.matrix_layout("b", stubs["b"], "N", "K", prefer_inner=False,
+    a_kmajor, a_pitch = operands.matrix_layout("a", stubs["a"], "K", "M", require=True if lowbits else None,
+                                               why="a: tf32/fp8 need a row-major a")
+    b_rowmajor, b_pitch = operands.matrix_layout("b", stubs["b"], "N", "K", prefer_inner=False,
                                            require=False if lowbits else None, why="b: tf32/fp8 need b = bt.T")
     b_kmajor = not b_rowmajor
     for name in ("a", "b"):
@@ -814,7 +814,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
                           out_name=p.out_dtype, use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind,
                           activation=p.activation, block=block, block_n=p.block_n, swap=p.swap,
                           cluster=p.cluster, splits=p.splits, pingpong=p.pingpong,
-                          streamk=True if p.streamk else None, block_m=p.block_m)
+                          streamk=True if p.streamk else None, block_m=p.block_m, pitches=(a_pitch, b_pitch))
 
 
 # ---------------------------------------------------------------- GPU side

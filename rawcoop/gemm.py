@@ -377,7 +377,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
         use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
         block=block, block_n=_block_n, swap=_swap, cluster=_cluster, splits=_splits, pingpong=_pingpong,
-        streamk=_streamk, block_m=_block_m)
+        streamk=_streamk, block_m=_block_m, pitches=(a_pitch, b_pitch))
     swap, stream_k = cfg.d_colmajor, cfg.stream_k
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major

@@ -807,10 +807,52 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
     return (1, 2) if tiles_n % 2 == 0 else (2, 1)
 
 
+MISALIGNED_PITCH_KINDS = (FP16, BF16, TF32, E4M3, E5M2)
+"""Input kinds for which :func:`misaligned_pitch_config` applies (its rule switch: () turns it off)."""
+MISALIGNED_PITCH_MOD = 32
+"""An operand's pitch (bytes between the lines TMA loads: rows of a K-major operand, K-rows of an
+MN-major one) is misaligned when ``pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2``: every
+other 128-byte box line then starts 16 bytes into a 32-byte L2 sector and straddles two 128-byte lines."""
+
+
+def contiguous_pitches(m: int, n: int, k: int, kinds: tuple[int, int], kmajor: tuple[bool, bool]) -> tuple[int, int]:
+    """(a, b) pitches in bytes of contiguous operands (a M x K, b K x N): the extent of the other axis
+    than the contiguous one times the element size - K for K-major a and b, M for an MN-major a, N for an
+    MN-major b."""
+    a = (k if kmajor[0] else m) * ELEMENT_BYTES[kinds[0]]
+    b = (k if kmajor[1] else n) * ELEMENT_BYTES[kinds[1]]
+    return a, b
+
+
+def misaligned_pitch(pitch: int) -> bool:
+    """Whether TMA's box lines at this pitch (bytes) start at an odd multiple of 16 bytes every other line."""
+    return pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2
+
+
+def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int], pitches: tuple[int, int],
+                            swap: bool, block: bool) -> bool:
+    """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
+    misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
+    swap-AB, one batch, more than one tile row (plan_config asks only where choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
+    three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128 ping-pong plan: 30.3 M L2 requests,
+    51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167 us at K = 1408), so the
+    schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2 for half the
+    lines per FLOP that 128x128 tiles do.  H200, stop 28 (bench/NOTES.md): bf16 TN, 20 shapes with
+    K = 8 mod 16, ratio to cuBLAS 0.880 -> 1.068 (geomean; 17 of 20 faster, up to +52% at 6064x4768x856),
+    against 128x256 alone 0.922, 128x128 + 2x1 0.924, 192-row tiles 0.986; out of sample (rule_ab,
+    7 rounds) fp16/bf16 in all four layouts 18 of 19 faster, geomean +26% (fp16 752x2032x10920, a 192x192
+    choice, -7%), e4m3 and tf32 9 of 9, +37%."""
+    if kinds[0] not in MISALIGNED_PITCH_KINDS or kinds[1] not in MISALIGNED_PITCH_KINDS:
+        return False
+    if block or swap or batch != 1 or m <= BLOCK_M:
+        return False
+    return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
+
+
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
-                streamk=None, block_m=None) -> GemmConfig:
+                streamk=None, block_m=None, pitches: tuple[int, int] | None = None) -> GemmConfig:
     """The kernel configuration for a validated problem (the user's M x N x K,
     ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
     rules choose), in this order: with nothing forced, the paired one-row
@@ -826,7 +868,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
     operands are the user's N, M, b, a).  ``block_m=192`` (forced only):
     192-row tiles, 192 wide unless ``block_n`` says 128, cooperative and
-    data-parallel or split-K (no cluster, stream-K or ping-pong)."""
+    data-parallel or split-K (no cluster, stream-K or ping-pong).
+    ``pitches``: a's and b's pitches in bytes (None: contiguous operands,
+    :func:`contiguous_pitches`); a misaligned one (:func:`misaligned_pitch_config`)
+    takes 128x256 tiles in 2x1 clusters where choose_cluster gave none, before the tile rules."""
     if block_m is not None and block_m != BLOCK_M:
         return _tall_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
@@ -870,6 +915,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                           pingpong=pingpong, streamk=streamk)      # forced 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
+    if (nothing_forced and not paired and (cluster_m, cluster_n) == (1, 1)
+            and misaligned_pitch_config(m, n, batch, kinds=kinds, swap=swap, block=block,
+                                        pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
+        return _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
+                              cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "

@@ -1,0 +1,126 @@
+"""CPU: the misaligned-pitch rule (gemm_configs.misaligned_pitch_config, stop 28).
+
+An operand whose pitch (bytes between the lines TMA loads) is an odd multiple
+of 16 bytes makes every other 128-byte box line start inside a 32-byte L2
+sector; such problems run 128x256 tiles in 2x1 clusters (B shared by
+multicast), which ask L2 for half the lines per FLOP.  Checked here: which
+pitches count as misaligned, that the automatic plan takes the rule for every
+input kind and layout whose pitch is misaligned (and only then), that the
+pitch is the array's real stride (a padded view decides, not K), and where the
+rule stays out: forced options, block-scaled fp8, swap-AB, batches, one tile
+row, the long-K cluster rule's problems.
+"""
+import pytest
+
+from rawcoop import gemm_configs as gc
+from test_lowp_host import BF16, E4M3, StubArray, build, stub_planning, tn
+
+
+def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, out_name=None, **kw):
+    out_name = out_name or {gc.TF32: "float32"}.get(kind, "bfloat16")
+    args = dict(kinds=(kind, kind), kmajor=kmajor, out_name=out_name, use_c=False, c_rowmajor=True, bias_kind=0,
+                activation=None, block=False)
+    args.update(kw)
+    return gc.plan_config(m, n, k, batch, 132, **args)
+
+
+def _is_rule(cfg):
+    return (cfg.block_n == 256 and cfg.cluster == (2, 1) and cfg.block_m == 128 and not cfg.pingpong
+            and not cfg.stream_k and not cfg.d_colmajor)
+
+
+@pytest.mark.parametrize("pitch,misaligned", [(16, True), (48, True), (2800, True), (1968, True), (32, False),
+                                              (64, False), (2816, False), (2784, False), (96, False), (80, True)])
+def test_misaligned_pitch(pitch, misaligned):
+    assert gc.misaligned_pitch(pitch) is misaligned
+
+
+def test_contiguous_pitches():
+    assert gc.contiguous_pitches(100, 200, 300, (gc.BF16, gc.BF16), (True, True)) == (600, 600)
+    assert gc.contiguous_pitches(100, 200, 300, (gc.BF16, gc.BF16), (False, False)) == (200, 400)
+    assert gc.contiguous_pitches(100, 200, 300, (gc.TF32, gc.TF32), (True, True)) == (1200, 1200)
+    assert gc.contiguous_pitches(100, 200, 300, (gc.E4M3, gc.E5M2), (True, True)) == (300, 300)
+
+
+# K of each kind whose K-major rows are misaligned (16 mod 32 bytes), and the aligned K next to it
+KS = {gc.BF16: (1400, 1408), gc.FP16: (984, 992), gc.TF32: (1404, 1408), gc.E4M3: (1168, 1184), gc.E5M2: (2480, 2496)}
+
+
+@pytest.mark.parametrize("kind", sorted(KS))
+@pytest.mark.parametrize("m,n", [(5416, 6280), (3208, 2280), (400, 5560), (11656, 1144), (4744, 568)])
+def test_rule_takes_misaligned_k_major_rows(kind, m, n):
+    bad, good = KS[kind]
+    assert _is_rule(_plan(m, n, bad, kind)), (m, n, bad)
+    assert not _is_rule(_plan(m, n, good, kind)), (m, n, good)
+
+
+@pytest.mark.parametrize("kind", [gc.BF16, gc.FP16])
+def test_rule_in_mn_major_layouts(kind):
+    """MN-major operands: a's pitch is M, b's is N (bytes: x 2)."""
+    assert _is_rule(_plan(3000, 7272, 1024, kind, kmajor=(False, True)))      # NN-style a: M = 3000 -> 6000 B
+    assert not _is_rule(_plan(3008, 7272, 1024, kind, kmajor=(False, True)))  # 6016 B: aligned
+    assert _is_rule(_plan(3008, 7272, 1024, kind, kmajor=(True, False)))      # b row-major: N = 7272 -> 14544 B
+    assert not _is_rule(_plan(3008, 7296, 1024, kind, kmajor=(True, False)))
+    assert _is_rule(_plan(3000, 7296, 1024, kind, kmajor=(False, False)))     # either operand suffices
+
+
+def test_rule_follows_the_real_pitch(monkeypatch):
+    """gemm passes the arrays' own strides: a K that is aligned in a view with a misaligned pitch takes
+    the rule, and a misaligned K padded to an aligned pitch does not."""
+    stub_planning(monkeypatch, 66)
+    m, n = 4208, 3808
+    a, b = tn(m, n, 1024, BF16)
+    assert not _is_rule(build(a, b).cfg)
+    a_pad = StubArray((m, 1024), BF16, strides=(1032 * 2, 2))         # pitch 2064 B = 16 mod 32
+    assert _is_rule(build(a_pad, b).cfg)
+    a, b = tn(m, n, 984, BF16)
+    assert _is_rule(build(a, b).cfg)
+    a_al = StubArray((m, 984), BF16, strides=(1000 * 2, 2))           # 2000 B: still 16 mod 32
+    b_al = StubArray((984, n), BF16, strides=(2, 1024 * 2))          # b = bt.T with bt pitch 2048 B
+    assert _is_rule(build(a_al, b_al).cfg)
+    a_al = StubArray((m, 984), BF16, strides=(1008 * 2, 2))           # 2016 B: aligned
+    assert not _is_rule(build(a_al, b_al).cfg)
+
+
+def test_rule_for_fp8_through_gemm(monkeypatch):
+    stub_planning(monkeypatch, 66)
+    a, b = tn(4792, 5520, 1168, E4M3)
+    assert _is_rule(build(a, b, scale_a=1.0, scale_b=1.0).cfg)
+    a, b = tn(4792, 5520, 1152, E4M3)
+    assert not _is_rule(build(a, b, scale_a=1.0, scale_b=1.0).cfg)
+
+
+@pytest.mark.parametrize("why,kw", [
+    ("forced tile", dict(block_n=128)), ("forced cluster", dict(cluster=(1, 2))), ("forced split", dict(splits=2)),
+    ("forced ping-pong", dict(pingpong=True)), ("forced stream-K", dict(streamk=True)),
+    ("forced tall tile", dict(block_m=192)), ("block-scaled", dict(block=True)),
+])
+def test_rule_stays_out_where_forced_or_block_scaled(why, kw):
+    kind = gc.E4M3 if kw.get("block") else gc.BF16
+    k = 1168 if kind == gc.E4M3 else 1400
+    cfg = _plan(5416, 6280, k, kind, **kw)
+    assert not (cfg.block_n == 256 and cfg.cluster == (2, 1)), why
+
+
+def test_rule_stays_out_of_small_m_batches_and_one_tile_row():
+    assert _plan(32, 6280, 1400).d_colmajor                      # swap-AB for small M
+    assert not _is_rule(_plan(128, 6280, 1400))                  # one tile row
+    assert not _is_rule(_plan(2048, 2048, 1400, batch=4))        # batched
+    assert _is_rule(_plan(129, 6280, 1400))                      # two tile rows: a 2x1 pair
+
+
+def test_long_k_cluster_rule_keeps_its_clusters():
+    """Where choose_cluster already picks 1x2 for one-round long-K split-K, that choice stands."""
+    cfg = _plan(1000, 500, 40000, kmajor=(False, True))           # a's pitch 2000 B: misaligned
+    assert cfg.cluster == (1, 2) and cfg.block_n == 128
+
+
+def test_rule_switch():
+    """MISALIGNED_PITCH_KINDS = () is the rule's off switch (bench/rule_ab.py flips it)."""
+    saved = gc.MISALIGNED_PITCH_KINDS
+    try:
+        gc.MISALIGNED_PITCH_KINDS = ()
+        assert not _is_rule(_plan(5416, 6280, 1400))
+    finally:
+        gc.MISALIGNED_PITCH_KINDS = saved
+    assert _is_rule(_plan(5416, 6280, 1400))

@@ -1,0 +1,113 @@
+"""GPU: problems whose operand pitch is an odd multiple of 16 bytes run 128x256
+tiles in 2x1 clusters (gemm_configs.misaligned_pitch_config, stop 28).  The
+automatic plan is that configuration (on a 132-SM H100/H200), and its output is
+right against a float64 reference with a NaN-poisoned output and bit-identical
+when run again: 16-bit in all four layouts (ragged M and N, odd tile-row counts
+that leave a ghost half-pair), with C, alpha/beta, a bias and an activation,
+padded views whose pitch and not K decides, per-tensor fp8 and tf32."""
+import numpy as np
+import pytest
+
+import gpu_helpers
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 2e-3, "bfloat16": 1e-2}
+
+
+def _operands(cp, m, n, k, dt, layout, seed):
+    a = (gpu_helpers.rand(cp, (m, k), dt, seed) if layout[0] == "T"
+         else gpu_helpers.rand(cp, (k, m), dt, seed).T)
+    b = (gpu_helpers.rand(cp, (k, n), dt, seed + 1) if layout[1] == "T"
+         else gpu_helpers.rand(cp, (n, k), dt, seed + 1).T)
+    return a, b
+
+
+def _expect_rule(a, b, **kw):
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    cfg = _plan_for(a, b, **kw).cfg
+    if device.info(0).sm_count == 132:
+        assert cfg.block_n == 256 and cfg.cluster == (2, 1) and not cfg.d_colmajor, cfg.spec.label
+
+
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout,m,n,k", [
+    ("TN", 5416, 6280, 1400), ("TN", 4744, 568, 3288), ("TN", 400, 5560, 3448), ("TN", 1984, 512, 5016),
+    ("NN", 3000, 7272, 824), ("NT", 648, 2776, 8984), ("TT", 1000, 11256, 1744), ("TT", 1800, 2008, 1032),
+], ids=str)
+def test_auto_misaligned_16bit(layout, m, n, k, dt_name):
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = _operands(cp, m, n, k, dt, layout, 51)
+    _expect_rule(a, b)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("c_order", ["C", "F"])
+def test_auto_misaligned_with_epilogue(c_order):
+    import cupy as cp
+    import rawcoop
+    m, n, k = 2312, 1544, 2472
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = _operands(cp, m, n, k, dt, "TN", 61)
+    c = cp.asarray(gpu_helpers.rand(cp, (m, n), dt, 63), order=c_order)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 64)
+    kw = dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation="gelu")
+    _expect_rule(a, b, **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    from rawcoop._reference import activation as act64
+    ref = act64(cp, 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64)
+                + bias.astype(cp.float64), "gelu")
+    gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
+
+
+def test_padded_view_pitch_decides():
+    """K = 1024 (aligned) in a view whose rows are 1032 elements apart (2064 B: misaligned) takes the
+    rule; its result is right and the padding (NaN) is never read."""
+    import cupy as cp
+    import rawcoop
+    m, n, k = 3208, 2280, 1024
+    dt = gpu_helpers.dtype("bfloat16")
+    base = cp.full((m, k + 8), float("nan"), dtype=cp.float32).astype(dt)
+    base[:, :k] = gpu_helpers.rand(cp, (m, k), dt, 71)
+    a = base[:, :k]
+    b = gpu_helpers.rand(cp, (n, k), dt, 72).T
+    _expect_rule(a, b)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["bfloat16"])
+
+
+@pytest.mark.parametrize("m,n,k", [(1576, 1672, 3884), (7960, 5560, 684), (1000, 777, 1004)], ids=str)
+def test_auto_misaligned_tf32(m, n, k):
+    import cupy as cp
+    import rawcoop
+    a = gpu_helpers.rand(cp, (m, k), cp.float32, 81)
+    b = gpu_helpers.rand(cp, (n, k), cp.float32, 82).T
+    _expect_rule(a, b, precision="tf32")
+    d = cp.full((m, n), float("nan"), dtype=cp.float32)
+    rawcoop.gemm(a, b, out=d, precision="tf32")
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
+
+
+@pytest.mark.parametrize("m,n,k", [(4792, 5520, 1168), (2408, 2136, 5456), (1000, 1500, 1040)], ids=str)
+def test_auto_misaligned_fp8(m, n, k):
+    import cupy as cp
+    import ml_dtypes
+    import rawcoop
+    rng = np.random.default_rng(m + n + k)
+    a8 = rng.standard_normal((m, k)).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    b8 = rng.standard_normal((n, k)).astype(np.float32).astype(ml_dtypes.float8_e4m3fn)
+    a = cp.asarray(a8.view(np.uint8)).view(ml_dtypes.float8_e4m3fn)
+    b = cp.asarray(b8.view(np.uint8)).view(ml_dtypes.float8_e4m3fn).T
+    ref = 0.5 * 2.0 * (cp.asarray(a8.astype(np.float64)) @ cp.asarray(b8.astype(np.float64)).T)
+    _expect_rule(a, b, scale_a=0.5, scale_b=2.0)
+    outs = []
+    for _ in range(2):
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(gpu_helpers.dtype("bfloat16"))
+        rawcoop.gemm(a, b, out=d, scale_a=0.5, scale_b=2.0)
+        outs.append(d)
+    assert cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16)), "not deterministic"
+    gpu_helpers.assert_rel_err(cp, outs[0], ref, 6e-3)
