@@ -258,6 +258,7 @@ def all_configs() -> list[GemmConfig]:
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
     too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
+    128x256 with 2x1 clusters (misaligned_pitch_config),
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
     column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
@@ -277,6 +278,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_m=2))
+                out.append(GemmConfig(256, bf, ak, bk, cluster_m=2))    # misaligned pitches (misaligned_pitch_config)
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
             # the paired one-row arrangement (one_row_pair_fits): swap-AB, so the kernel's A is the
@@ -353,7 +355,8 @@ def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
-    fp8 128x128 with 1x2 and 2x1 clusters, 192x192 and 192x128, the 128x256 and
+    fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 clusters
+    (misaligned_pitch_config), 192x192 and 192x128, the 128x256 and
     128x128 swap-AB tiles of swap_waves_limit, the latter cooperative and
     ping-pong: fp8's one-wave band, stop 26) with the default output (fp32 for
     tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
@@ -366,6 +369,7 @@ def lowp_configs() -> list[GemmConfig]:
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_n=2))
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
+        out.append(GemmConfig(256, ka, b_kind=kb, cluster_m=2))      # misaligned pitches (misaligned_pitch_config)
         out.append(GemmConfig(128, ka, d_colmajor=True, b_kind=kb))       # swap-AB for waves
         out.append(GemmConfig(128, ka, d_colmajor=True, pingpong=True, b_kind=kb))   # ... and its ping-pong
         out.append(GemmConfig(256, ka, d_colmajor=True, b_kind=kb))

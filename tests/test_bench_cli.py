@@ -841,11 +841,11 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     text, out = _next_session_dry_run(tmp_path)
     _in_order(text, [
         "python -m rawcoop warmup --all --quiet",
-        "python -m pytest tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py "
-        "tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
+        "python -m pytest tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py "
+        "tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
         "tests/test_fp8_block_gpu.py "
         "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
-        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_streamk_gpu.py",
+        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_misaligned_pitch_gpu.py",
     ])
     for name in ("env", "warmup", "focus", "gpu-suite"):
         assert f"] {name} (cap " in text
