@@ -120,20 +120,20 @@ add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --d
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (stop 27): the one-wave band (one wave of 128x256 tiles plus a 20-80% full second:
-# ping-pong 128x128) stops at 32 k-blocks for fp16/bf16 (K <= 2048; PINGPONG_ONE_WAVE_K_BLOCKS).  Stop 25
-# measured K 2560-3072 at 10 of 14 faster (+4.9% geomean, losses to -11%, two of them 192x128 once
-# choose_tall saw 128x128).  Stop 26 limited choose_tall over ping-pong choices (192x192 within two waves,
-# 192x128 beyond two waves only from 32 k-blocks), which changes what that band's B plans become.  A/B of
-# 32 against 48 k-blocks for fp16/bf16 on 16 fresh shapes, K 2560-3072, all four layouts (seed 275;
-# B plans: 11 ping-pong 128x128, 4 192x192, 1 192x128).  Prediction: B faster on ~11 of 16, +3%.
-# Bar: B faster on >= 12 of 16, geomean >= 1.03, none below 0.95 -> fp16/bf16 to 48 k-blocks.
-add experiment 300 "$PY bench/rule_ab.py \
---rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/{0:48,1:48,3:48,4:48}' \
---cases fp16:TN:544x9504x2560,fp16:TN:736x7520x2560,bf16:TN:1104x4912x3072,bf16:NN:1696x3616x3072,\
-bf16:NT:928x5632x2560,bf16:NN:2352x2496x3072,fp16:NN:6784x752x2560,bf16:NN:976x7216x2560,bf16:TT:3504x1376x3072,\
-bf16:TT:1632x3888x2560,bf16:TT:3840x1392x2560,fp16:NT:592x7184x2560,bf16:NT:5232x960x3072,fp16:TT:4272x1472x3072,\
-fp16:TT:6800x960x3072,fp16:TT:784x7376x3072 --rounds 9 --json $Q_OUT/exp_16bit_one_wave_k_ab.json"
+# Experiment (prepared in stop 28): two questions the stop-28 survey (bench/survey.py) left open, as
+# forced variants in one bench run (bf16 TN, batch timing, 5 rounds).
+# (a) D's pitch: the misaligned-pitch rule looks at a and b only.  Does an output whose rows are an odd
+#     multiple of 16 bytes apart (N = 8 mod 16 for 16-bit D, K aligned) cost the TMA store as a and b's
+#     loads did?  Pairs N and N + 8.  Prediction: within 3% (D is written once per tile, the operands
+#     K/64 times); if N = 8 mod 16 runs >= 5% slower than N + 8 on auto, extend the rule to D's pitch
+#     when 128x256 + 2x1 (the second variant) recovers it.
+# (b) The survey's M = 1024 LLM shapes at 0.85-0.88 of cuBLAS (1024x4608x3584: 128x256, one wave + 12
+#     tiles split 7 ways; 1024x3584x3584: 128x128 stream-K): which variant is fastest.  No prediction.
+add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --timing batch --rounds 5 --iters 10 \
+--shapes 4096x4104x4096,4096x4112x4096,2304x6152x2048,2304x6160x2048,6144x1032x8192,6144x1040x8192,\
+1024x4608x3584,1024x3584x3584,1024x6144x4096,1024x3584x18944 \
+--variants auto,block_n=256:cluster=2x1,block_n=256:pingpong=0,block_n=128:pingpong=1,block_m=192,swap=1 \
+--json $Q_OUT/exp_d_pitch_and_m1024.json"
 fi
 
 N=${#NAMES[@]}

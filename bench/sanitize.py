@@ -247,6 +247,8 @@ def problems(have_pingpong: bool = True) -> list:
     # CTA pairs (B multicast)
     P.append(Gemm("bf16 cluster 2 tile 128", "bfloat16", "TN", m=512, n=256, k=256,
                   kw={"_cluster": 2, "_block_n": 128}, quick=True))
+    # misaligned pitch (K = 8 mod 16): the automatic plan is 128x256 in 2x1 clusters (stop 28's rule)
+    P.append(Gemm("bf16 misaligned pitch auto (128x256 2x1)", "bfloat16", "TN", m=392, n=520, k=1032, quick=True))
     P.append(Gemm("fp16 cluster 2 tile 256 TT", "float16", "TT", m=384, n=512, k=256,
                   kw={"_cluster": 2, "_block_n": 256}))
     P.append(Gemm("bf16 cluster 2 + split-K + bias", "bfloat16", "NN", m=256, n=256, k=1024, bias="float32",

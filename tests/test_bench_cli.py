@@ -859,9 +859,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/"
-        "{0:48,1:48,3:48,4:48}'",
-        f"fp16:TT:784x7376x3072 --rounds 9 --json {out}/exp_16bit_one_wave_k_ab.json",
+        "python -m rawcoop bench --suite main --dtype bfloat16 --timing batch --rounds 5 --iters 10 "
+        "--shapes 4096x4104x4096,",
+        f"--variants auto,block_n=256:cluster=2x1,block_n=256:pingpong=0,block_n=128:pingpong=1,block_m=192,swap=1 "
+        f"--json {out}/exp_d_pitch_and_m1024.json",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
