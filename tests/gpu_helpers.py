@@ -25,6 +25,15 @@ def rand(cp, shape, dt, seed):
     return cp.random.RandomState(seed).standard_normal(shape, dtype=cp.float32).astype(dt)
 
 
+def layout_operands(cp, m, n, k, dt, layout, seed):
+    """a (M, K) and b (K, N) of fresh normal data in a BLAS-style layout (rawcoop.gemm_configs.LAYOUTS):
+    a row-major for "T" (else a transposed view of (K, M)), b = bt.T of a row-major (N, K) for "N" (else
+    row-major (K, N))."""
+    a = rand(cp, (m, k), dt, seed) if layout[0] == "T" else rand(cp, (k, m), dt, seed).T
+    b = rand(cp, (k, n), dt, seed + 1) if layout[1] == "T" else rand(cp, (n, k), dt, seed + 1).T
+    return a, b
+
+
 def assert_rel_err(cp, d, ref, tol):
     """Relative Frobenius error of ``d`` against a float64 ``ref``."""
     e = float(cp.linalg.norm((d.astype(cp.float64) - ref).ravel()) / cp.linalg.norm(ref.ravel()))

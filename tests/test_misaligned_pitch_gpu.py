@@ -15,14 +15,6 @@ pytestmark = pytest.mark.gpu
 TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 
 
-def _operands(cp, m, n, k, dt, layout, seed):
-    a = (gpu_helpers.rand(cp, (m, k), dt, seed) if layout[0] == "T"
-         else gpu_helpers.rand(cp, (k, m), dt, seed).T)
-    b = (gpu_helpers.rand(cp, (k, n), dt, seed + 1) if layout[1] == "T"
-         else gpu_helpers.rand(cp, (n, k), dt, seed + 1).T)
-    return a, b
-
-
 def _expect_rule(a, b, **kw):
     from rawcoop import device
     from rawcoop.gemm import _plan_for
@@ -40,7 +32,7 @@ def test_auto_misaligned_16bit(layout, m, n, k, dt_name):
     import cupy as cp
     import rawcoop
     dt = gpu_helpers.dtype(dt_name)
-    a, b = _operands(cp, m, n, k, dt, layout, 51)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 51)
     _expect_rule(a, b)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
@@ -52,7 +44,7 @@ def test_auto_misaligned_with_epilogue(c_order):
     import rawcoop
     m, n, k = 2312, 1544, 2472
     dt = gpu_helpers.dtype("bfloat16")
-    a, b = _operands(cp, m, n, k, dt, "TN", 61)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 61)
     c = cp.asarray(gpu_helpers.rand(cp, (m, n), dt, 63), order=c_order)
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 64)
     kw = dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation="gelu")

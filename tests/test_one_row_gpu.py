@@ -16,14 +16,6 @@ pytestmark = pytest.mark.gpu
 TOL = {"float16": 7e-4, "bfloat16": 5e-3}
 
 
-def _operands(cp, m, n, k, dt, layout, seed):
-    a = (gpu_helpers.rand(cp, (m, k), dt, seed) if layout[0] == "T"
-         else gpu_helpers.rand(cp, (k, m), dt, seed).swapaxes(0, 1))
-    b = (gpu_helpers.rand(cp, (k, n), dt, seed + 1) if layout[1] == "T"
-         else gpu_helpers.rand(cp, (n, k), dt, seed + 1).swapaxes(0, 1))
-    return a, b
-
-
 def _expect_narrow(m, n):
     from rawcoop import device, gemm_configs
     sms = device.info(0).sm_count
@@ -43,7 +35,7 @@ def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     import rawcoop
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
-    a, b = _operands(cp, m, n, k, dt, layout, 3)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 3)
     plan = _plan_for(a, b)
     if _expect_narrow(m, n):        # (depends on this GPU's SM count)
         assert plan.cfg.block_n == 64 and plan.decomposition.splits == 1, (plan.cfg.spec.label, plan.decomposition)
@@ -70,7 +62,7 @@ def test_one_row_pair(m, n, k, layout, epilogue, dt_name):
     from rawcoop._reference import activation as activation64
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
-    a, b = _operands(cp, m, n, k, dt, layout, 41)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 41)
     kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
     if epilogue:
         c, bias = gpu_helpers.rand(cp, (m, n), dt, 43), gpu_helpers.rand(cp, (n,), cp.float32, 44)
@@ -96,7 +88,7 @@ def test_one_row_narrow_tiles_with_c_fp32_out():
     import cupy as cp
     import rawcoop
     dt = gpu_helpers.dtype("bfloat16")
-    a, b = _operands(cp, 100, 8192, 1496, dt, "TN", 5)
+    a, b = gpu_helpers.layout_operands(cp, 100, 8192, 1496, dt, "TN", 5)
     c = gpu_helpers.rand(cp, (100, 8192), cp.float32, 9)
     d = cp.full((100, 8192), float("nan"), dtype=cp.float32)
     rawcoop.gemm(a, b, c=c, alpha=0.5, beta=-1.5, out=d, out_dtype=cp.float32)

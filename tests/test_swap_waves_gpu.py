@@ -15,14 +15,6 @@ pytestmark = pytest.mark.gpu
 TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 
 
-def _operands(cp, m, n, k, dt, layout, seed):
-    a = (gpu_helpers.rand(cp, (m, k), dt, seed) if layout[0] == "T"
-         else gpu_helpers.rand(cp, (k, m), dt, seed).T)
-    b = (gpu_helpers.rand(cp, (k, n), dt, seed + 1) if layout[1] == "T"
-         else gpu_helpers.rand(cp, (n, k), dt, seed + 1).T)
-    return a, b
-
-
 def _expect_swapped(plan):
     from rawcoop import device
     if device.info(0).sm_count == 132:
@@ -38,7 +30,7 @@ def test_auto_swap_for_waves(m, n, k, layout, dt_name):
     import rawcoop
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
-    a, b = _operands(cp, m, n, k, dt, layout, 41)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 41)
     _expect_swapped(_plan_for(a, b))
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
@@ -53,7 +45,7 @@ def test_auto_swap_for_waves_fp32_out(dt_name, m, n, k):
     import rawcoop
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
-    a, b = _operands(cp, m, n, k, dt, "TN", 47)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 47)
     plan = _plan_for(a, b, out_dtype=cp.float32)
     _expect_swapped(plan)
     assert plan.cfg.out_type == 2
@@ -71,7 +63,7 @@ def test_no_swap_onto_a_larger_grid():
     from rawcoop.gemm import _plan_for
     m, n, k = 832, 6208, 4096
     dt = gpu_helpers.dtype("bfloat16")
-    a, b = _operands(cp, m, n, k, dt, "TN", 49)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 49)
     if device.info(0).sm_count == 132:
         assert not _plan_for(a, b).cfg.d_colmajor
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
@@ -88,7 +80,7 @@ def test_auto_swap_for_waves_epilogue(c_order):
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype("bfloat16")
     m, n, k = 2880, 1408, 2048
-    a, b = _operands(cp, m, n, k, dt, "TN", 43)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 43)
     c = gpu_helpers.rand(cp, (m, n), dt, 45) if c_order == "row" else gpu_helpers.rand(cp, (n, m), dt, 45).T
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 46)
     kw = dict(c=c, alpha=1.5, beta=-0.5, bias=bias, activation="gelu")
