@@ -813,6 +813,9 @@ def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: i
 
 MISALIGNED_PITCH_KINDS = (FP16, BF16, TF32, E4M3, E5M2)
 """Input kinds for which :func:`misaligned_pitch_config` applies (its rule switch: () turns it off)."""
+MISALIGNED_PITCH_MIN_N = 512
+"""misaligned_pitch_config: N of at least this (the narrowest measured; a narrow N keeps its 128x64 or
+128x128 tiles, which a 256-wide tile would mostly pad: N <= 64 problems are memory-bound on a)."""
 MISALIGNED_PITCH_MOD = 32
 """An operand's pitch (bytes between the lines TMA loads: rows of a K-major operand, K-rows of an
 MN-major one) is misaligned when ``pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2``: every
@@ -837,7 +840,8 @@ def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int
                             swap: bool, block: bool) -> bool:
     """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
     misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
-    swap-AB, one batch, more than one tile row (plan_config asks only where choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
+    swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N (plan_config asks only where
+    choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
     three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128 ping-pong plan: 30.3 M L2 requests,
     51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167 us at K = 1408), so the
     schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2 for half the
@@ -848,7 +852,7 @@ def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int
     choice, -7%), e4m3 and tf32 9 of 9, +37%."""
     if kinds[0] not in MISALIGNED_PITCH_KINDS or kinds[1] not in MISALIGNED_PITCH_KINDS:
         return False
-    if block or swap or batch != 1 or m <= BLOCK_M:
+    if block or swap or batch != 1 or m <= BLOCK_M or n < MISALIGNED_PITCH_MIN_N:
         return False
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 

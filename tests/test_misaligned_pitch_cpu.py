@@ -102,11 +102,14 @@ def test_rule_stays_out_where_forced_or_block_scaled(why, kw):
     assert not (cfg.block_n == 256 and cfg.cluster == (2, 1)), why
 
 
-def test_rule_stays_out_of_small_m_batches_and_one_tile_row():
+def test_rule_stays_out_of_small_m_batches_one_tile_row_and_narrow_n():
     assert _plan(32, 6280, 1400).d_colmajor                      # swap-AB for small M
     assert not _is_rule(_plan(128, 6280, 1400))                  # one tile row
     assert not _is_rule(_plan(2048, 2048, 1400, batch=4))        # batched
     assert _is_rule(_plan(129, 6280, 1400))                      # two tile rows: a 2x1 pair
+    assert not _is_rule(_plan(5000, 8, 1400))                    # narrow N: 128x64 tiles stay
+    assert not _is_rule(_plan(5000, 500, 1400))                  # under MISALIGNED_PITCH_MIN_N
+    assert _is_rule(_plan(5000, gc.MISALIGNED_PITCH_MIN_N, 1400))
 
 
 def test_long_k_cluster_rule_keeps_its_clusters():
