@@ -13,15 +13,14 @@ row, the long-K cluster rule's problems.
 import pytest
 
 from rawcoop import gemm_configs as gc
+from test_cluster_cpu import _auto_cluster
 from test_lowp_host import BF16, E4M3, StubArray, build, stub_planning, tn
 
 
-def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, out_name=None, **kw):
-    out_name = out_name or {gc.TF32: "float32"}.get(kind, "bfloat16")
-    args = dict(kinds=(kind, kind), kmajor=kmajor, out_name=out_name, use_c=False, c_rowmajor=True, bias_kind=0,
-                activation=None, block=False)
-    args.update(kw)
-    return gc.plan_config(m, n, k, batch, 132, **args)
+def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, **kw):
+    """test_cluster_cpu's automatic plan (plain epilogue, 132 SMs) for ``kind`` x ``kind`` inputs."""
+    return _auto_cluster(m, n, k, batch, kinds=(kind, kind), kmajor=kmajor,
+                         out_name={gc.TF32: "float32"}.get(kind, "bfloat16"), **kw)
 
 
 def _is_rule(cfg):
