@@ -79,7 +79,7 @@ def parse_rule(text: str):
         modname, name = target.strip().rsplit(".", 1)
         va, vb = values.split("/")
     except ValueError:
-        raise ValueError(f"rule {text!r}: use module.NAME=A/B (e.g. gemm_configs.WIDE_FILL_MIN_K=2048/4096)"
+        raise ValueError(f"rule {text!r}: use module.NAME=A/B (e.g. gemm_configs.WIDE_TILES_FILL=0.9/0.78)"
                          ) from None
     try:
         mod = importlib.import_module("rawcoop." + modname)

@@ -605,22 +605,40 @@ ran 2 of 6 faster, stop 26), when the second wave fills PINGPONG_ONE_WAVE_TAIL o
 PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)
 
 
-WIDE_TILES_FILL = 0.9              # choose_block_n: 128x256 tiles from this share of the SMs given a tile
-WIDE_FILL_MIN_K = 2048             # ... when K is at least this (shorter K: not measured)
+WIDE_TILES_FILL = 0.78             # choose_block_n: 128x256 tiles from this share of the SMs given a tile
+WIDE_FILL_MIN_K_BLOCKS = {FP16: 8, BF16: 8, E4M3: 12, E5M2: 12, TF32: 64}
+"""choose_block_n's nearly-full-wave band (WIDE_TILES_FILL <= 128x256 tiles / SMs < 1): 128x256 from this many
+k-blocks of the kernel A's input kind (16-bit K >= 512, fp8 K >= 1536, tf32 K >= 2048; kinds not listed:
+never).  Stop 18 set 90% and K >= 2048 for every kind; stop 29 measured 78% and the shorter K (rule_ab,
+H200, bench/NOTES.md "Session of 2026-12-01 (stop 29)")."""
+WIDE_FILL_MIN_N = 129
+"""... and N at least this: at N <= 128 a 128x256 tile is half empty and gives no fewer tiles than 128x128
+(stop 29: every N = 128 shape 5-17% slower with it)."""
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
                    one_row_narrow: bool = True, wide_split_k: bool = False,
-                   waves_max_k: tuple[int, int] = (0, 0), one_wave_max_k: int = 0) -> int:
+                   waves_max_k: tuple[int, int] = (0, 0), one_wave_max_k: int = 0,
+                   wide_fill_min_k: int = 2048) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
-    WIDE_TILES_FILL (90%) of them one with K >= WIDE_FILL_MIN_K (where 128x128
-    tiles would run a second, nearly full round: the same time in rounds, and
+    WIDE_TILES_FILL (78%) of them one with K >= ``wide_fill_min_k`` (the
+    kind's WIDE_FILL_MIN_K_BLOCKS in elements, 0: never; 16-bit 512, fp8
+    1536, tf32 2048) and N > 128 (where 128x128 tiles would run a second,
+    mostly full round, or stream-K it: the same time in rounds or more, and
     the wider tile draws less power per FLOP at the 700 W cap; H200 stop 18,
     same run, bf16 / fp16: 256x16384x4096 (128 tiles) 671 vs 646 / 645 vs 612
     TFLOP/s, 256x16384x2048 +0% / +2%; where 128x256 tiles fill only 73%
     (256x12288x4096) or 48% of the SMs (256x8192x8192) they lost 4-11%; out
     of sample, against 128x128: +3-7% on six 16-bit shapes, +3-5% on three
-    fp8 ones, tf32 not measured), except for
+    fp8 ones, tf32 not measured.  Stop 29, rule_ab on the H200, from 90% and
+    K >= 2048: 78-90% full, 19 of 19 faster, +5.9% geomean (16-bit over
+    128x128 stream-K, fp8 and tf32 over 128x128 data-parallel + split tail);
+    70-78% 6 of 9, losses to -8%: not there; 16-bit K of 1024-1536 6 of 6,
+    +13%, K 512-768 4 of 4, +21-37% (stream-K of 8-12 k-blocks), K = 256
+    -8%, fp8 K = 512 -4.5%; out of sample (random shapes whose plan
+    changed) 25 of 36, +6.9%, every N = 128 shape slower (-5% to -17%:
+    the wide tile is half empty and gives no fewer tiles), hence N > 128;
+    tf32 where 192x128 had been chosen 3 of 5, -9% to +20%), except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose,
     and (``waves_max_k``: the kind's PINGPONG_WAVES_K_BLOCKS in elements,
@@ -690,7 +708,8 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     if n <= 64:
         return 64
     tiles_256 = tile_count(m, n, 256, batches)
-    nearly_full_wave = tiles_256 >= WIDE_TILES_FILL * sm_count and k is not None and k >= WIDE_FILL_MIN_K
+    nearly_full_wave = (tiles_256 >= WIDE_TILES_FILL * sm_count and n >= WIDE_FILL_MIN_N and k is not None
+                        and wide_fill_min_k > 0 and k >= wide_fill_min_k)
     if tiles_256 >= sm_count or nearly_full_wave:
         short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
         tail = tiles_256 % sm_count
@@ -912,7 +931,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                         wide_split_k=kind_a in (FP16, BF16) and not pingpong,
                                         waves_max_k=(waves_k_blocks[0] * bk, waves_k_blocks[1] * bk),
                                         one_wave_max_k=(PINGPONG_ONE_WAVE_K_BLOCKS.get(kind_a, 0) * bk
-                                                        if ping_pong_rules else 0))
+                                                        if ping_pong_rules else 0),
+                                        wide_fill_min_k=WIDE_FILL_MIN_K_BLOCKS.get(kind_a, 0) * bk)
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:

@@ -42,9 +42,18 @@ def disassembler() -> list | None:
     return [exe, "-sass"] if exe else None
 
 
+_SASS: dict = {}
+
+
 def sass(spec, tmp_path) -> str:
-    """The SASS of ``spec``'s cubin (compiled through the kernel cache)."""
+    """The SASS of ``spec``'s cubin (compiled through the kernel cache),
+    disassembled once per process (test_gemm_sass and
+    test_mainloop_keeps_uniform_datapath read the same kernels: ~700 GPU
+    tests took ~215 s, half of it disassembling twice, stop 29)."""
     import pytest
+
+    if spec.label in _SASS:
+        return _SASS[spec.label]
 
     from rawcoop.cache import default_cache
     cmd = disassembler()
@@ -53,7 +62,9 @@ def sass(spec, tmp_path) -> str:
                     "or put nvdisasm or cuobjdump on PATH")
     path = tmp_path / f"{spec.name}.cubin"
     path.write_bytes(default_cache().get(spec))
-    return subprocess.run(cmd + [str(path)], check=True, capture_output=True, text=True).stdout
+    text = subprocess.run(cmd + [str(path)], check=True, capture_output=True, text=True).stdout
+    _SASS[spec.label] = text
+    return text
 
 
 def spill_report(spec) -> dict:

@@ -277,7 +277,12 @@ def test_tile_choice_rule():
     assert choose_block_n(256, 16384, 1, 132, 4096) == 256           # (stop 18: +4-5% over 128x128)
     assert choose_block_n(1920, 2048, 1, 132, 8192) == 256           # 120 wide tiles: 91%
     assert choose_block_n(256, 12288, 1, 132, 4096) == 128           # 96 wide tiles: 73% (128x256 lost 6-11%)
-    assert choose_block_n(1792, 2048, 1, 132, 8192) == 128           # 112 wide tiles: 85%
+    assert choose_block_n(1792, 2048, 1, 132, 8192) == 256           # 112 wide tiles: 85% (stop 29: >= 78%)
+    assert choose_block_n(1664, 2048, 1, 132, 8192) == 256           # 104 wide tiles: 78.8%
+    assert choose_block_n(1280, 2560, 1, 132, 8192) == 128           # 100 wide tiles: 75.8%
+    assert choose_block_n(1792, 2048, 1, 132, 512, wide_fill_min_k=512) == 256    # 16-bit: K >= 8 k-blocks
+    assert choose_block_n(1792, 2048, 1, 132, 448, wide_fill_min_k=512) == 128    # ... shorter: 128x128
+    assert choose_block_n(1792, 2048, 1, 132, 8192, wide_fill_min_k=0) == 128     # 0: the band is off
     assert choose_pingpong(128) and not choose_pingpong(256) and not choose_pingpong(64)
     assert choose_pingpong(128, 264, 132) and not choose_pingpong(128, 263, 132)
     assert config_for_problem(4096, 14336, 4096, True, True, True).pingpong

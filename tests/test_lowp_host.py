@@ -474,7 +474,7 @@ def test_torch_fp8_tensors_travel_as_uint8_views(monkeypatch):
 @pytest.mark.parametrize("m, n, kw, a_box, b_box", [
     (100, 4096, {}, (64, 104, 1), (64, 128, 1)),                     # M < 128: A's box trimmed to round8(M)
     (128, 4096, {}, (64, 128, 1), (64, 128, 1)),                     # full tile row: untouched
-    (1000, 4096, {}, (64, 128, 1), (64, 128, 1)),                    # several tile rows: untouched
+    (1000, 4096, dict(_block_n=128), (64, 128, 1), (64, 128, 1)),    # several tile rows: untouched
     (100, 4096, dict(_cluster=(1, 2)), (64, 64, 1), (64, 128, 1)),   # multicast halves: never trimmed
     (100, 4096, dict(_cluster=2), (64, 128, 1), (64, 64, 1)),
     (16, 4096, {}, (64, 128, 1), (64, 16, 1)),                       # swap-AB: kernel B = a, N' = 16 < 64

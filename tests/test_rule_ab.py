@@ -35,8 +35,8 @@ def test_parse_case():
 
 def test_parse_rule():
     saved = dict(gc.PINGPONG_ONE_WAVE_K_BLOCKS)
-    mod, name, a, b = rule_ab.parse_rule("gemm_configs.WIDE_FILL_MIN_K=2048/4096")
-    assert mod is gc and name == "WIDE_FILL_MIN_K" and (a, b) == (2048, 4096) and type(a) is int
+    mod, name, a, b = rule_ab.parse_rule("gemm_configs.WIDE_FILL_MIN_N=2048/4096")
+    assert mod is gc and name == "WIDE_FILL_MIN_N" and (a, b) == (2048, 4096) and type(a) is int
     assert rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_TAIL=(0.1,0.9)/(0.2, 0.8)")[2:] == ((0.1, 0.9),
                                                                                                   (0.2, 0.8))
     assert rule_ab.parse_rule("gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0: 32}/{0: 32, 3: 48}")[2:] == (
@@ -49,7 +49,7 @@ def test_parse_rule():
                         ("gemm_configs.SWAP_WAVES_RATIO=abc/1", "not a literal"),
                         ("gemm_configs.PINGPONG_ONE_WAVE_TAIL=(0.1,0.9)/0.5", "does not match"),
                         ("gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=0/{}", "does not match"),
-                        ("gemm_configs.WIDE_FILL_MIN_K=0/'x'", "does not match")]:
+                        ("gemm_configs.WIDE_FILL_MIN_N=0/'x'", "does not match")]:
         with pytest.raises(ValueError, match=needle):
             rule_ab.parse_rule(bad)
     assert gc.PINGPONG_ONE_WAVE_K_BLOCKS == saved        # parsing changes nothing
@@ -85,8 +85,8 @@ def _fake_plans(monkeypatch, slow_when):
     built = []
 
     def plan_for(a, b, **kw):
-        built.append((gc.WIDE_FILL_MIN_K, kw))
-        return Plan(a, b, gc.WIDE_FILL_MIN_K == slow_when, kw)
+        built.append((gc.WIDE_FILL_MIN_N, kw))
+        return Plan(a, b, gc.WIDE_FILL_MIN_N == slow_when, kw)
     monkeypatch.setattr(gemm, "_plan_for", plan_for)
     return built
 
@@ -107,9 +107,10 @@ def _fake_bench(monkeypatch):
 def test_run_case_on_a_numpy_gpu(monkeypatch):
     b = _fake_bench(monkeypatch)
     built = _fake_plans(monkeypatch, slow_when=0)
-    rules = [rule_ab.parse_rule("gemm_configs.WIDE_FILL_MIN_K=0/2048")]
+    saved = gc.WIDE_FILL_MIN_N
+    rules = [rule_ab.parse_rule("gemm_configs.WIDE_FILL_MIN_N=0/2048")]
     row = rule_ab.run_case(b, ("bf16", "NT", 48, 40, 32), rules, 3, 2)
-    assert gc.WIDE_FILL_MIN_K == 2048                             # restored
+    assert gc.WIDE_FILL_MIN_N == saved                            # restored
     sets = row["sets"]
     assert sets == 8 and [v for v, _ in built] == [0] * sets + [2048] * sets
     assert row["cfg_a"] == "128x256" and row["cfg_b"] == "128x128 pp" and "splits=2" in row["dec_a"]
@@ -137,7 +138,7 @@ def test_same_plan_is_not_timed(monkeypatch):
     b = _fake_bench(monkeypatch)
     _fake_plans(monkeypatch, slow_when=12345)     # both sides build the same ping-pong plan
     row = rule_ab.run_case(b, ("fp16", "TN", 16, 16, 16), [rule_ab.parse_rule(
-        "gemm_configs.WIDE_FILL_MIN_K=0/2048")], 2, 2)
+        "gemm_configs.WIDE_FILL_MIN_N=0/2048")], 2, 2)
     assert row["same_plan"] and "b_vs_a" not in row
 
 
@@ -147,12 +148,12 @@ def test_command_line_without_a_gpu_and_with_bad_arguments():
                               text=True, timeout=120, cwd=str(ROOT))
     p = run("--rule", "gemm_configs.NOPE=1/2", "--cases", "bf16:8x8x8")
     assert p.returncode == 2 and "has no constant NOPE" in p.stderr and "Traceback" not in p.stderr
-    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_K=0/2048", "--cases", "bf16:8x8x7")
+    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_N=0/2048", "--cases", "bf16:8x8x7")
     assert p.returncode == 2 and "multiple of 8" in p.stderr
-    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_K=0/2048", "--cases", "bf16:8x8x8", "--rounds", "0")
+    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_N=0/2048", "--cases", "bf16:8x8x8", "--rounds", "0")
     assert p.returncode == 2
     p = run("--help")
     assert p.returncode == 0 and "module.NAME=A/B" in p.stdout
-    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_K=0/2048", "--cases", "bf16:8x8x8")
+    p = run("--rule", "gemm_configs.WIDE_FILL_MIN_N=0/2048", "--cases", "bf16:8x8x8")
     if p.returncode == 1:          # no GPU here (CI): one line, no traceback
         assert p.stderr.startswith("rule_ab: no usable GPU") and "Traceback" not in p.stderr
