@@ -1,34 +1,39 @@
 #!/usr/bin/env bash
-# The next GPU session's checks, in TWO device calls on one H200 (each <= 590 s wall):
+# The next GPU session's checks, in THREE device calls on one H200 (each <= 590 s wall):
 #
-#   bash bench/next_session.sh                # part 1: validation (the whole GPU test suite)
-#   bash bench/next_session.sh --part 2       # part 2: fuzz, sanitizer, bench, experiment
+#   bash bench/next_session.sh                # part 1: validation, first half of the GPU test suite
+#   bash bench/next_session.sh --part 2       # part 2: the suite's second half, fuzz, sanitizer
+#   bash bench/next_session.sh --part 3       # part 3: bench, experiment
 #   bash bench/next_session.sh --dry-run [--part N]   # print the commands and their time caps, run nothing
 #
-# The whole `pytest -m gpu` suite (~470 s since test_sass_gpu joined it in stop
-# 15) no longer fits one call together with the fuzzer, the sanitizer and the
-# bench (stop 16's first call hit the suite step's cap), hence two parts.
+# The whole `pytest -m gpu` suite (~1800 tests, ~800 s in stop 29: the focus
+# files ~195 s, test_gemm_full_gpu + test_gemm_gpu ~310 s, test_sass_gpu ~215 s
+# before its disassembly cache) no longer fits one call (stop 29's part 1 hit
+# both pytest caps), hence three parts: parts 1 and 2 together run the whole
+# suite once, part 3 the bench and the session's experiment.
 # Steps, in order (each under `timeout`; a failing or timed-out step does not
 # stop the next one):
-#   part 1
+#   every part
 #   0 env        versions, GPU, whether torch imports (a previous session saw
 #                `import torch` raise RuntimeError on that machine)
 #   1 warmup     python -m rawcoop warmup --all --quiet   (fills the kernel cache
 #                the later steps use; the pytest steps set RAWCOOP_TEST_KEEP_CACHE=1 for it)
+#   part 1
 #   2 focus      the regression and new-feature GPU tests: test_misaligned_pitch_gpu, test_streamk_gpu, test_one_row_gpu, test_tune_gpu,
 #                test_regressions_gpu, test_fp8_tf32_gpu, test_fp8_block_gpu, test_pingpong_gpu, test_cluster_gpu
-#   3 gpu-suite  python -m pytest -m gpu ... over the REST of tests/ (the files of step 2 are
-#                --ignore'd: together steps 2 and 3 are the full GPU suite, without running those files twice)
+#   3 suite-a    the two big end-to-end files: test_gemm_full_gpu, test_gemm_gpu
 #   part 2
-#   0 env, 1 warmup as above
-#   2 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
+#   2 suite-b    python -m pytest -m gpu ... over the REST of tests/ (the files of part 1 are
+#                --ignore'd: parts 1 and 2 together are the full GPU suite, each file run once)
+#   3 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
 #                shows the last case run if the step hits its cap)
-#   3 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
-#   4 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
+#   4 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
+#   part 3
+#   2 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm; --profile: cProfile of
 #                the repeated-call path, stop 17 measured 25.8 us vs cupy.matmul 17.6); the short fp8 and
 #                small-M rows again with --timing batch (kernels back to back: not host-bound)
-#   5 experiment see the comment at the step
+#   3 experiment see the comment at the step
 #
 # Time: each step has a cap (CAPS below, within BUDGET with 3 s of kill grace
 # per step).  A step may also use what earlier steps left unused: its timeout is
@@ -48,11 +53,11 @@ while [ $# -gt 0 ]; do
         --dry-run|-n) DRY=1 ;;
         --part)
             case "${2:-}" in
-                1|2) PART=$2; shift ;;
-                *) echo "next_session.sh: --part takes 1 or 2" >&2; exit 2 ;;
+                1|2|3) PART=$2; shift ;;
+                *) echo "next_session.sh: --part takes 1, 2 or 3" >&2; exit 2 ;;
             esac ;;
         -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-        *) echo "next_session.sh: unknown argument '$1' (use --dry-run, --part 1|2 or nothing)" >&2; exit 2 ;;
+        *) echo "next_session.sh: unknown argument '$1' (use --dry-run, --part 1|2|3 or nothing)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -79,9 +84,10 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
 PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
+SUITE_A="tests/test_gemm_full_gpu.py tests/test_gemm_gpu.py"
 FOCUS="tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""
-for f in $FOCUS; do IGNORE="$IGNORE --ignore=$f"; done
+for f in $FOCUS $SUITE_A; do IGNORE="$IGNORE --ignore=$f"; done
 Q_OUT="$(printf '%q' "$OUTDIR")"
 
 NAMES=()
@@ -110,30 +116,33 @@ if [ "$PART" = 1 ]; then
 # The focus files took 134 s and the rest of the suite did not finish in 218 s in stop 16's first call
 # (~480 of its 652 tests; the other ~170, test_sass_gpu's included, took 114 s in the next call).
 # Stop 17: focus 134 s after warm-up (cap 150), then 12 more cluster tests; the rest 235 s (cap 385).
-add focus 165 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add gpu-suite 370 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
-else
-add fuzz 45 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
-add sanitize 25 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
+# Stop 29: focus ~195 s (500 tests; 498 done at its 190 s cap); test_gemm_full_gpu + test_gemm_gpu with
+# the small files before test_sass_gpu ~310 s (389 tests).
+add focus 215 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+add suite-a 330 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $SUITE_A $PYTEST_OPTS"
+elif [ "$PART" = 2 ]; then
+# Stop 29: test_sass_gpu + test_tile_copy_gpu + test_watchdog 225 s (disassembling each kernel twice: now
+# once), test_splitk/streams/swap_waves/tall 48 s, the small files ~20 s.  The fuzz compiles most of its
+# ~190 configurations itself (stop 29: 189 cases in 60 s cold, 1500 in 38 s warm), hence its 100 s.
+add suite-b 330 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+add fuzz 100 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
+add sanitize 40 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
-add bench 50 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
+else
+add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 \
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (prepared in stop 28): two questions the stop-28 survey (bench/survey.py) left open, as
-# forced variants in one bench run (bf16 TN, batch timing, 5 rounds).
-# (a) D's pitch: the misaligned-pitch rule looks at a and b only.  Does an output whose rows are an odd
-#     multiple of 16 bytes apart (N = 8 mod 16 for 16-bit D, K aligned) cost the TMA store as a and b's
-#     loads did?  Pairs N and N + 8.  Prediction: within 3% (D is written once per tile, the operands
-#     K/64 times); if N = 8 mod 16 runs >= 5% slower than N + 8 on auto, extend the rule to D's pitch
-#     when 128x256 + 2x1 (the second variant) recovers it.
-# (b) The survey's M = 1024 LLM shapes at 0.85-0.88 of cuBLAS (1024x4608x3584: 128x256, one wave + 12
-#     tiles split 7 ways; 1024x3584x3584: 128x128 stream-K): which variant is fastest.  No prediction.
-add experiment 300 "$PY -m rawcoop bench --suite main --dtype bfloat16 --timing batch --rounds 5 --iters 10 \
---shapes 4096x4104x4096,4096x4112x4096,2304x6152x2048,2304x6160x2048,6144x1032x8192,6144x1040x8192,\
-1024x4608x3584,1024x3584x3584,1024x6144x4096,1024x3584x18944 \
---variants auto,block_n=256:cluster=2x1,block_n=256:pingpong=0,block_n=128:pingpong=1,block_m=192,swap=1 \
---json $Q_OUT/exp_d_pitch_and_m1024.json"
+# Experiment (prepared in stop 29): after the nearly-full-wave band (WIDE_TILES_FILL 0.78, per-kind K),
+# (a) the survey in fp16 (never run: stop 28 surveyed bf16 only), same 68 shapes as stop 28's bf16 one
+#     (seed 28).  Prediction: geomean >= 1.03 and no K = 8 mod 16 shape under 0.90 (the misaligned-pitch
+#     rule covers fp16); the worst rows name the next class of losers.
+# (b) why cuBLAS bf16 beats us where fp16 does not (stop 29 call 11, 1024x3584x3584: bf16 0.937 of cuBLAS,
+#     fp16 1.001; cuBLAS bf16 672 vs fp16 622 TFLOP/s): ncu of ours and cuBLAS in both dtypes (kernel
+#     names, time, L2/DRAM).  Prediction: cuBLAS runs a different kernel for bf16 (not a faster clock).
+add experiment 300 "$PY bench/survey.py --dtype float16 --json $Q_OUT/survey_fp16.json; \
+$PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype bfloat16 --cublas; \
+$PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype float16 --cublas"
 fi
 
 N=${#NAMES[@]}
@@ -203,7 +212,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment:"
-                grep -E '^\{"kind"|^\| (bf16|fp16|e4m3|tf32) |^(variant|auto|block_n|cluster|cuBLAS|cuBLASLt) ' "$f" | head -n 90 ;;
+                grep -E '^\{"kind"|^\| (bf16|fp16|e4m3|tf32) |^(variant|auto|block_n|cluster|cuBLAS|cuBLASLt) |^[0-9]+ shapes: |^worst:|^  +[0-9]+x[0-9]+x[0-9]+ ' "$f" | head -n 90 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then
@@ -214,7 +223,7 @@ done
             env) echo "--- env:"; grep -E '^(torch|import torch|cupy|NVIDIA|name)' "$f" | head -n 6 ;;
             fuzz) echo "--- fuzz (last lines):"; tail -n 6 "$f" ;;
             sanitize) echo "--- sanitize (last lines):"; tail -n 8 "$f" ;;
-            focus|gpu-suite)
+            focus|suite-a|suite-b)
                 echo "--- ${NAMES[i]}: $(grep -E '[0-9]+ (passed|failed|skipped|errors?|deselected).* in [0-9.]+s' "$f" | tail -n 1)"
                 grep -E '^(FAILED|ERROR) ' "$f" | head -n 20 ;;
         esac

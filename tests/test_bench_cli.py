@@ -836,33 +836,48 @@ def _in_order(text, expected):
 
 
 def test_next_session_dry_run_prints_every_step(tmp_path):
-    """Part 1 (the default): the whole GPU suite, focus files first; part 2: fuzz, sanitizer, bench,
+    """Part 1 (the default): the focus files, then the two big end-to-end files; part 2: the rest of the
+    GPU suite (parts 1 and 2 ignore nothing twice and leave nothing out), fuzz, sanitizer; part 3: bench,
     experiment."""
+    focus = ("tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py "
+             "tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
+             "tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py")
+    suite_a = "tests/test_gemm_full_gpu.py tests/test_gemm_gpu.py"
     text, out = _next_session_dry_run(tmp_path)
     _in_order(text, [
         "python -m rawcoop warmup --all --quiet",
-        "python -m pytest tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py "
-        "tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
-        "tests/test_fp8_block_gpu.py "
-        "tests/test_pingpong_gpu.py tests/test_cluster_gpu.py -q -ra --timeout 150 -p no:cacheprovider",
-        "python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --ignore=tests/test_misaligned_pitch_gpu.py",
+        f"python -m pytest {focus} -q -ra --timeout 150 -p no:cacheprovider",
+        f"python -m pytest -m gpu {suite_a} -q -ra --timeout 150 -p no:cacheprovider",
     ])
-    for name in ("env", "warmup", "focus", "gpu-suite"):
+    for name in ("env", "warmup", "focus", "suite-a"):
         assert f"] {name} (cap " in text
-    assert "bench/fuzz.py" not in text and "rawcoop bench" not in text
+    assert "bench/fuzz.py" not in text and "rawcoop bench" not in text and "--ignore" not in text
     assert text == _next_session_dry_run(tmp_path, "--part", "1")[0]
+
     text, out = _next_session_dry_run(tmp_path, "--part", "2")
+    ignores = " ".join(f"--ignore={f}" for f in (focus + " " + suite_a).split())
     _in_order(text, [
         "python -m rawcoop warmup --all --quiet",
+        f"python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider {ignores}",
         f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
+    ])
+    for name in ("env", "warmup", "suite-b", "fuzz", "sanitize"):
+        assert f"] {name} (cap " in text
+    assert "rawcoop bench" not in text and "] focus (cap " not in text
+    # every GPU test file runs in exactly one of the two parts
+    gpu_files = sorted(p.name for p in (ROOT / "tests").glob("test_*_gpu.py"))
+    named = [f.split("/")[-1] for f in (focus + " " + suite_a).split()]
+    assert len(named) == len(set(named)) and set(named) <= set(gpu_files)
+
+    text, out = _next_session_dry_run(tmp_path, "--part", "3")
+    _in_order(text, [
+        "python -m rawcoop warmup --all --quiet",
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python -m rawcoop bench --suite main --dtype bfloat16 --timing batch --rounds 5 --iters 10 "
-        "--shapes 4096x4104x4096,",
-        f"--variants auto,block_n=256:cluster=2x1,block_n=256:pingpong=0,block_n=128:pingpong=1,block_m=192,swap=1 "
-        f"--json {out}/exp_d_pitch_and_m1024.json",
+        f"python bench/survey.py --dtype float16 --json {out}/survey_fp16.json",
+        "python bench/ncu_compare.py --shape 1024x3584x3584 --dtype bfloat16 --cublas",
     ])
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
@@ -876,16 +891,16 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         args = rule_ab.build_parser().parse_args(shlex.split(cmd.split(";")[0].split("\n")[0]))
         assert all(rule_ab.parse_rule(r) for r in args.rule)
         assert all(rule_ab.parse_case(c) for c in args.cases.split(","))
-    for name in ("env", "warmup", "fuzz", "sanitize", "bench", "experiment"):
+    for name in ("env", "warmup", "bench", "experiment"):
         assert f"] {name} (cap " in text
-    assert "-m pytest -m gpu" not in text and "test_streamk_gpu" not in text     # part 1's suite is not here
+    assert "-m pytest" not in text and "bench/fuzz.py" not in text     # the suite and fuzz are parts 1-2
 
 
 def test_next_session_refuses_a_budget_below_its_caps(tmp_path):
     """A budget below the steps' caps would skip the first steps (stop 17: env and warm-up skipped, the
     tests then built every kernel themselves): refused before anything runs."""
     out = tmp_path / "out"
-    for part in ("1", "2"):
+    for part in ("1", "2", "3"):
         env = dict(os.environ, OUT=str(out), PYTHON="python", NEXT_SESSION_BUDGET="300")
         r = subprocess.run(["bash", str(SCRIPT), "--part", part], capture_output=True, text=True, timeout=60,
                            env=env, cwd=str(tmp_path))
@@ -901,8 +916,8 @@ def test_next_session_default_output_dir_and_bad_argument(tmp_path):
     assert not (tmp_path / "next_session_out").exists()
     r = subprocess.run(["bash", str(SCRIPT), "--bogus"], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2 and "unknown argument" in r.stderr
-    r = subprocess.run(["bash", str(SCRIPT), "--part", "3"], capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 2 and "--part takes 1 or 2" in r.stderr
+    r = subprocess.run(["bash", str(SCRIPT), "--part", "4"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and "--part takes 1, 2 or 3" in r.stderr
 
 
 def test_fp8_suite_when_torch_breaks_on_the_gpu(fake_gpu, capsys):
