@@ -140,7 +140,19 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 # (b) why cuBLAS bf16 beats us where fp16 does not (stop 29 call 11, 1024x3584x3584: bf16 0.937 of cuBLAS,
 #     fp16 1.001; cuBLAS bf16 672 vs fp16 622 TFLOP/s): ncu of ours and cuBLAS in both dtypes (kernel
 #     names, time, L2/DRAM).  Prediction: cuBLAS runs a different kernel for bf16 (not a faster clock).
-add experiment 300 "$PY bench/survey.py --dtype float16 --json $Q_OUT/survey_fp16.json; \
+# (c) stream-K at short K (gemm_configs.STREAM_K_MIN_K_BLOCKS, 0 = any K until measured): random 16-bit
+#     shapes whose plan stream-Ks 1-15 k-blocks (128x128; 1.3% of random shapes with K <= 4096), A = stream-K,
+#     B = data-parallel; then 17-47 k-blocks.  Prediction: short K B faster on >= 7 of 10 (stream-K's
+#     fix-up costs a tile's worth of traffic per split tile, the mainloop only 1-15 k-blocks); 17-47
+#     k-blocks within +-3%.  Adopt the smallest threshold whose shapes all gain.
+add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MIN_K_BLOCKS=0/16 --rounds 7 --iters 20 \
+--json $Q_OUT/ab_sk_short.json --cases bf16:TN:12864x192x128,fp16:NT:13248x192x256,bf16:NN:4288x704x64,\
+fp16:TT:256x14144x128,fp16:NN:320x9856x448,bf16:NN:704x4352x64,fp16:TN:7488x512x192,bf16:NN:448x6336x960,\
+bf16:NT:4672x704x448,bf16:NT:640x5952x128; \
+$PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MIN_K_BLOCKS=0/48 --rounds 7 --iters 20 \
+--json $Q_OUT/ab_sk_mid.json --cases fp16:TT:4032x1728x2176,fp16:NN:4928x1344x2816,fp16:TN:8640x640x2112,\
+bf16:NN:4224x1792x2880,fp16:NN:3264x2048x2432,fp16:TT:832x8000x2688,fp16:TT:2048x3392x2816,fp16:NT:4096x1728x2176; \
+$PY bench/survey.py --dtype float16 --json $Q_OUT/survey_fp16.json; \
 $PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype bfloat16 --cublas; \
 $PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype float16 --cublas"
 fi
@@ -212,7 +224,7 @@ done
         case "${NAMES[i]}" in
             experiment)
                 echo "--- experiment:"
-                grep -E '^\{"kind"|^\| (bf16|fp16|e4m3|tf32) |^(variant|auto|block_n|cluster|cuBLAS|cuBLASLt) |^[0-9]+ shapes: |^worst:|^  +[0-9]+x[0-9]+x[0-9]+ ' "$f" | head -n 90 ;;
+                grep -E '^\{"kind"|^\| (bf16|fp16|e4m3|tf32) |^(variant|auto|block_n|cluster|cuBLAS|cuBLASLt) |^[0-9]+ shapes: |^worst:|^  +[0-9]+x[0-9]+x[0-9]+ |^(bf16|fp16|e4m3|tf32):|^B/A |^rule_ab ' "$f" | head -n 110 ;;
             bench)
                 echo "--- bench report:"
                 if grep -qE '^(main|fp8|tf32):$' "$f"; then

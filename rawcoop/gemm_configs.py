@@ -739,10 +739,16 @@ def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132)
 STREAM_K_TAIL = (0.5, 0.8)
 """Stream-K by default when the partial last wave fills more than the first
 and at most the second share of the SMs (and at least one full wave runs)."""
+STREAM_K_MIN_K_BLOCKS = 0
+"""... and K has at least this many k-blocks (0: any K).  Stream-K was measured at K >= 2048 only
+(stop 12); stop 29 found 128x128 stream-K over 8-12 k-blocks 21-37% slower than one wave of 128x256
+tiles, and random 16-bit plans still stream-K 3-16 k-blocks (e.g. 1920x1920x192) where 128x256 tiles
+fill < 78% of the SMs.  Prepared for a rule_ab (bench/next_session.sh part 3); 0 until measured."""
 
 
 def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind: int, swap: bool = False,
-                    block: bool = False, splits=None, cluster=(1, 1), pingpong=None) -> bool:
+                    block: bool = False, splits=None, cluster=(1, 1), pingpong=None,
+                    k_blocks: int | None = None) -> bool:
     """Stream-K or not: the forced ``_streamk`` when given; otherwise
     stream-K for 16-bit inputs, cooperative tiles (not where ping-pong is
     forced, or picked by :func:`choose_pingpong` when not forced), no
@@ -766,6 +772,8 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
         return bool(streamk)
     pingpong = pingpong if pingpong is not None else choose_pingpong(block_n, tiles, sm_count)
     if in_kind not in (FP16, BF16) or swap or block or splits is not None or tuple(cluster) != (1, 1) or pingpong:
+        return False
+    if k_blocks is not None and k_blocks < STREAM_K_MIN_K_BLOCKS:
         return False
     full_waves, tail = divmod(tiles, sm_count)
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
@@ -955,7 +963,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     tiles = tile_count(km, kn, block_n, batch)
     stream_k = choose_stream_k(streamk, block_n=block_n, tiles=tiles, sm_count=sm_count, in_kind=kind_a,
                                swap=swap, block=block, splits=splits, cluster=(cluster_m, cluster_n),
-                               pingpong=pingpong)
+                               pingpong=pingpong, k_blocks=-(-k // bk))
     pingpong = (bool(pingpong) if pingpong is not None else
                 not block and not stream_k and choose_pingpong(block_n, tiles, sm_count))
     if pingpong and block_n > 128:

@@ -237,6 +237,17 @@ def test_stream_k_default_rule_exclusions(monkeypatch):
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 67))
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 105))         # 105 <= 0.8 * 132
     assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 106))
+    # STREAM_K_MIN_K_BLOCKS (0: any K, the default until measured) keeps short K data-parallel
+    assert gc.STREAM_K_MIN_K_BLOCKS == 0 and gc.choose_stream_k(None, **dict(base, k_blocks=1))
+    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 16)
+    assert not gc.choose_stream_k(None, **dict(base, k_blocks=15))
+    assert gc.choose_stream_k(None, **dict(base, k_blocks=16)) and gc.choose_stream_k(None, **base)
+    assert gc.choose_stream_k(True, **dict(base, k_blocks=3))              # forced stays forced
+    cfg = gc.plan_config(1920, 1920, 192, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True),
+                         out_name="bfloat16", use_c=False, c_rowmajor=True, bias_kind=0, activation=None,
+                         block=False)
+    assert not cfg.stream_k                                                # 3 k-blocks
+    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 0)
     stub_planning(monkeypatch)
     a, b = tn(8192, 8192, 8192, "bfloat16")
     assert not build(a, b, _splits=1).cfg.stream_k and not build(a, b, _cluster=2).cfg.stream_k
