@@ -6,6 +6,9 @@
 #   bash bench/next_session.sh --part 3       # part 3: bench, experiment
 #   bash bench/next_session.sh --dry-run [--part N]   # print the commands and their time caps, run nothing
 #
+# Run the parts back to back while the machine is warm (each fresh start costs ~35 s of device time;
+# stop 29 estimate: part 1 ~520 s, part 2 ~330 s, part 3 ~400 s of a session's 1800 s).
+#
 # The whole `pytest -m gpu` suite (~1800 tests, ~800 s in stop 29: the focus
 # files ~195 s, test_gemm_full_gpu + test_gemm_gpu ~310 s, test_sass_gpu ~215 s
 # before its disassembly cache) no longer fits one call (stop 29's part 1 hit
