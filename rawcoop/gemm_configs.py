@@ -623,7 +623,8 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
     WIDE_TILES_FILL (78%) of them one with K >= ``wide_fill_min_k`` (the
     kind's WIDE_FILL_MIN_K_BLOCKS in elements, 0: never; 16-bit 512, fp8
-    1536, tf32 2048) and N > 128 (where 128x128 tiles would run a second,
+    1536, tf32 2048; plan_config passes it, the default 2048 is for direct
+    callers) and N >= WIDE_FILL_MIN_N (129) (where 128x128 tiles would run a second,
     mostly full round, or stream-K it: the same time in rounds or more, and
     the wider tile draws less power per FLOP at the 700 W cap; H200 stop 18,
     same run, bf16 / fp16: 256x16384x4096 (128 tiles) 671 vs 646 / 645 vs 612
@@ -638,7 +639,9 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     -8%, fp8 K = 512 -4.5%; out of sample (random shapes whose plan
     changed) 25 of 36, +6.9%, every N = 128 shape slower (-5% to -17%:
     the wide tile is half empty and gives no fewer tiles), hence N > 128;
-    tf32 where 192x128 had been chosen 3 of 5, -9% to +20%), except for
+    with that guard, a second sample 33 of 36, +11.5%; tf32 where 192x128
+    had been chosen: 4 of 9 over all samples, -9% to +20%, geomean 1.00),
+    except for
     many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
     where 128x128 ping-pong hides the epilogues that short mainloops expose,
     and (``waves_max_k``: the kind's PINGPONG_WAVES_K_BLOCKS in elements,
