@@ -86,7 +86,7 @@ if [ "$DRY" = 0 ] && ! "$PY" -c "import pytest_timeout" >/dev/null 2>&1; then
     PT_TIMEOUT=""
     echo "note: pytest-timeout is not installed: the pytest steps run without --timeout 150 (step caps still apply)"
 fi
-PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider"
+PYTEST_OPTS="-q -ra $PT_TIMEOUT -p no:cacheprovider --durations=15"   # the slowest tests: where the suite's ~800 s go
 SUITE_A="tests/test_gemm_full_gpu.py tests/test_gemm_gpu.py"
 FOCUS="tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py"
 IGNORE=""

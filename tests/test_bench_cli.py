@@ -846,8 +846,8 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     text, out = _next_session_dry_run(tmp_path)
     _in_order(text, [
         "python -m rawcoop warmup --all --quiet",
-        f"python -m pytest {focus} -q -ra --timeout 150 -p no:cacheprovider",
-        f"python -m pytest -m gpu {suite_a} -q -ra --timeout 150 -p no:cacheprovider",
+        f"python -m pytest {focus} -q -ra --timeout 150 -p no:cacheprovider --durations=15",
+        f"python -m pytest -m gpu {suite_a} -q -ra --timeout 150 -p no:cacheprovider --durations=15",
     ])
     for name in ("env", "warmup", "focus", "suite-a"):
         assert f"] {name} (cap " in text
@@ -858,7 +858,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     ignores = " ".join(f"--ignore={f}" for f in (focus + " " + suite_a).split())
     _in_order(text, [
         "python -m rawcoop warmup --all --quiet",
-        f"python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider {ignores}",
+        f"python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --durations=15 {ignores}",
         f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
     ])
