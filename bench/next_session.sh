@@ -25,12 +25,15 @@
 #   2 focus      the regression and new-feature GPU tests: test_misaligned_pitch_gpu, test_streamk_gpu, test_one_row_gpu, test_tune_gpu,
 #                test_regressions_gpu, test_fp8_tf32_gpu, test_fp8_block_gpu, test_pingpong_gpu, test_cluster_gpu
 #   3 suite-a    the two big end-to-end files: test_gemm_full_gpu, test_gemm_gpu
+#   4 kernels    python -m rawcoop cache export gpu_kernels.json: every configuration the cache now holds
+#                (commit it as tests/gpu_kernels.json: the warm-up step then compiles it up front)
 #   part 2
 #   2 suite-b    python -m pytest -m gpu ... over the REST of tests/ (the files of part 1 are
 #                --ignore'd: parts 1 and 2 together are the full GPU suite, each file run once)
 #   3 fuzz       python bench/fuzz.py --count 1500 --seed 7 --log fuzz_cases.jsonl (progress lines; the log
 #                shows the last case run if the step hits its cap)
-#   4 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
+#   4 kernels    as in part 1 (now with part 2's configurations too, on a machine still warm from part 1)
+#   5 sanitize   python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck ...
 #   part 3
 #   2 bench      python -m rawcoop bench --suite main,fp8,tf32,small_m --dtype bfloat16,float16 ...;
 #                bench/host_overhead.py (host us/call incl. fp8 and torch._scaled_mm; --profile: cProfile of
@@ -108,7 +111,11 @@ try:
 except Exception as e:
     print(\"import torch FAILED:\", type(e).__name__, e)'; \
 $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
-add warmup 15 "$PY -m rawcoop warmup --all --quiet"
+# tests/gpu_kernels.json (when a session has committed one: the `kernels` step's export of a previous
+# run) lists what the GPU tests compiled beyond `--all`; warming it here compiles it on every CPU at once
+# instead of one kernel at a time inside pytest.
+add warmup 15 "$PY -m rawcoop warmup --all --quiet; \
+if [ -f tests/gpu_kernels.json ]; then $PY -m rawcoop warmup --from tests/gpu_kernels.json --quiet; fi"
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 # The two pytest steps took 130 s + 174 s in stop 12 (the focus step's old 110 s cap fired right after
@@ -122,13 +129,15 @@ if [ "$PART" = 1 ]; then
 # Stop 29: focus ~195 s (500 tests; 498 done at its 190 s cap); test_gemm_full_gpu + test_gemm_gpu with
 # the small files before test_sass_gpu ~310 s (389 tests).
 add focus 215 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add suite-a 330 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $SUITE_A $PYTEST_OPTS"
+add suite-a 325 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $SUITE_A $PYTEST_OPTS"
+add kernels 5 "$PY -m rawcoop cache export $Q_OUT/gpu_kernels.json"
 elif [ "$PART" = 2 ]; then
 # Stop 29: test_sass_gpu + test_tile_copy_gpu + test_watchdog 225 s (disassembling each kernel twice: now
 # once), test_splitk/streams/swap_waves/tall 48 s, the small files ~20 s.  The fuzz compiles most of its
 # ~190 configurations itself (stop 29: 189 cases in 60 s cold, 1500 in 38 s warm), hence its 100 s.
 add suite-b 330 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 100 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
+add kernels 5 "$PY -m rawcoop cache export $Q_OUT/gpu_kernels.json"
 add sanitize 40 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
 --json $Q_OUT/san.json --log-dir $Q_OUT/san_logs"
 else
@@ -237,6 +246,7 @@ done
                 fi ;;
             env) echo "--- env:"; grep -E '^(torch|import torch|cupy|NVIDIA|name)' "$f" | head -n 6 ;;
             fuzz) echo "--- fuzz (last lines):"; tail -n 6 "$f" ;;
+            kernels) echo "--- kernels: $(tail -n 1 "$f")" ;;
             sanitize) echo "--- sanitize (last lines):"; tail -n 8 "$f" ;;
             focus|suite-a|suite-b)
                 echo "--- ${NAMES[i]}: $(grep -E '[0-9]+ (passed|failed|skipped|errors?|deselected).* in [0-9.]+s' "$f" | tail -n 1)"

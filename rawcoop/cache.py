@@ -268,6 +268,7 @@ class KernelCache:
             _atomic_write(d / cubin_name, result.cubin)
             meta = {
                 "schema": SCHEMA, "key": key, "kernel": spec.name, "label": spec.label,
+                "source": spec.source, "defines": [list(d) for d in spec.defines],
                 "arch": arch, "nvrtc": list(nvrtc_version()), "options": result.options,
                 "cubin": cubin_name, "size": len(result.cubin), "sha256": sha,
                 "compile_seconds": round(result.seconds, 4), "created": time.time(),
@@ -338,6 +339,21 @@ class KernelCache:
             except (OSError, ValueError):
                 continue
         return out
+
+    def specs(self) -> tuple[list[KernelSpec], int]:
+        """The kernel configurations of the entries on disk, each once, and how
+        many entries could not say theirs (written before entries recorded
+        their source and defines)."""
+        out, seen, unknown = [], set(), 0
+        for e in self.entries():
+            if not isinstance(e.get("source"), str) or not isinstance(e.get("defines"), list):
+                unknown += 1
+                continue
+            spec = KernelSpec(e["source"], e["kernel"], tuple(tuple(d) for d in e["defines"]))
+            if spec not in seen:
+                seen.add(spec)
+                out.append(spec)
+        return out, unknown
 
     def size_bytes(self) -> int:
         if not self.root.is_dir():

@@ -1,4 +1,4 @@
-"""``python -m rawcoop [info | warmup | cache info|clear | demo | bench]``.
+"""``python -m rawcoop [info | warmup | cache info|clear|export FILE | demo | bench]``.
 
 With no arguments: on a Hopper GPU, a short demo of what exists; without one,
 the warm-up (which needs no GPU).
@@ -69,7 +69,16 @@ def _select_specs(args):
     for x in layouts:
         if x not in gemm_configs.LAYOUTS:
             raise SystemExit(f"--layouts: unknown layout {x!r} (TN, NN, NT, TT)")
-    if getattr(args, "shapes", None):
+    if getattr(args, "from_list", None):
+        from .warmup import load_kernel_list
+        if getattr(args, "shapes", None) or everything or getattr(args, "dtypes", None) or getattr(args, "layouts", None):
+            raise SystemExit("--from: the list is the whole set; it does not combine with --all, --shapes, --dtypes "
+                             "or --layouts (--kernel narrows it)")
+        try:
+            specs = load_kernel_list(args.from_list)
+        except ValueError as e:
+            raise SystemExit(f"--from: {e}") from None
+    elif getattr(args, "shapes", None):
         specs = []
         for shape in args.shapes.split(","):
             try:
@@ -127,6 +136,17 @@ def cmd_warmup(args) -> int:
 def cmd_cache(args) -> int:
     from .cache import default_cache
     cache = default_cache()
+    if args.action == "export":
+        from .warmup import save_kernel_list
+        if not args.file:
+            raise SystemExit("cache export: name the file to write (python -m rawcoop cache export FILE)")
+        specs, unknown = cache.specs()
+        save_kernel_list(specs, args.file)
+        print(f"wrote {len(specs)} kernel configurations to {args.file}"
+              + (f" ({unknown} older entries without source/defines left out)" if unknown else ""))
+        return 0
+    if args.file:
+        raise SystemExit(f"cache {args.action}: takes no file (only export does)")
     if args.action == "clear":
         n = cache.clear()
         print(f"removed {n} files from {cache.root}")
@@ -189,10 +209,15 @@ def main(argv=None) -> int:
     w.add_argument("--layouts", help="comma list of TN, NN, NT, TT (default all)")
     w.add_argument("--shapes", help="comma list of MxNxK: compile what rawcoop.gemm would pick for these")
     w.add_argument("--sms", type=int, default=132, help="SM count assumed by --shapes (default 132, H100/H200)")
+    w.add_argument("--from", dest="from_list", metavar="FILE",
+                   help="compile the configurations of a kernel list written by `cache export` (e.g. on the "
+                        "machine that ran the application) instead of the registered set; --kernel narrows it")
     w.add_argument("--json", help="write a JSON report here")
     w.add_argument("--quiet", action="store_true", help="no progress bar")
-    c = sub.add_parser("cache", help="inspect or clear the kernel cache")
-    c.add_argument("action", choices=["info", "clear"])
+    c = sub.add_parser("cache", help="inspect, clear or export the kernel cache")
+    c.add_argument("action", choices=["info", "clear", "export"],
+                   help="export FILE: write the cached configurations as a kernel list for `warmup --from FILE`")
+    c.add_argument("file", nargs="?", help="(export) the kernel list to write")
     sub.add_parser("demo", help="run the kernels once on the GPU and check them")
     from . import bench
     bench.add_arguments(sub.add_parser(

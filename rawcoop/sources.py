@@ -25,6 +25,12 @@ def kernels_dir() -> Path:
         "(expected rawcoop/kernels in a wheel or kernels/ in a checkout)")
 
 
+def exists(relpath: str) -> bool:
+    """Whether ``relpath`` names a file under kernels/ (relative, no ``..``)."""
+    p = Path(relpath)
+    return not p.is_absolute() and ".." not in p.parts and (kernels_dir() / p).is_file()
+
+
 @lru_cache(maxsize=None)
 def _read(path: Path, mtime_ns: int) -> str:
     return path.read_text(encoding="utf-8")

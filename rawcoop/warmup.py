@@ -59,6 +59,50 @@ class Report:
                              "error": o.error} for o in self.outcomes]}
 
 
+KERNEL_LIST_FORMAT = "rawcoop-kernels/1"
+
+
+def save_kernel_list(specs: list[KernelSpec], path: str) -> None:
+    """Write ``specs`` as a kernel list that ``warmup --from`` reads: JSON,
+    ``{"format": KERNEL_LIST_FORMAT, "kernels": [{"source", "name", "defines"}]}``."""
+    doc = {"format": KERNEL_LIST_FORMAT,
+           "kernels": [{"source": s.source, "name": s.name, "defines": dict(s.defines)} for s in specs]}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+
+
+def load_kernel_list(path: str) -> list[KernelSpec]:
+    """The configurations of a kernel list (:func:`save_kernel_list`); ValueError
+    naming the file and what is wrong with it.  Sources are checked against
+    kernels/ so a list from another rawcoop version fails here, not in a worker."""
+    from . import sources
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as e:
+        raise ValueError(f"kernel list {path}: cannot read it ({e.strerror or e})") from None
+    except ValueError as e:
+        raise ValueError(f"kernel list {path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != KERNEL_LIST_FORMAT or not isinstance(doc.get("kernels"), list):
+        raise ValueError(f"kernel list {path}: expected {{\"format\": \"{KERNEL_LIST_FORMAT}\", \"kernels\": [...]}} "
+                         f"(written by `python -m rawcoop cache export`)")
+    specs = []
+    for i, k in enumerate(doc["kernels"]):
+        ok = (isinstance(k, dict) and isinstance(k.get("source"), str) and isinstance(k.get("name"), str)
+              and isinstance(k.get("defines"), dict)
+              and all(isinstance(n, str) and isinstance(v, int) and not isinstance(v, bool)
+                      for n, v in k["defines"].items()))
+        if not ok:
+            raise ValueError(f"kernel list {path}: entry {i} needs a source, a name and integer defines, got {k!r}")
+        if not sources.exists(k["source"]):
+            raise ValueError(f"kernel list {path}: entry {i}: no kernel source {k['source']!r} in this rawcoop")
+        spec = KernelSpec.make(k["source"], k["name"], **k["defines"])
+        if spec not in specs:
+            specs.append(spec)
+    return specs
+
+
 def _describe_exit(rc: int) -> str:
     if rc < 0:
         try:

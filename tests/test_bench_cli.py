@@ -848,8 +848,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         "python -m rawcoop warmup --all --quiet",
         f"python -m pytest {focus} -q -ra --timeout 150 -p no:cacheprovider --durations=15",
         f"python -m pytest -m gpu {suite_a} -q -ra --timeout 150 -p no:cacheprovider --durations=15",
+        f"python -m rawcoop cache export {out}/gpu_kernels.json",
     ])
-    for name in ("env", "warmup", "focus", "suite-a"):
+    assert "if [ -f tests/gpu_kernels.json ]; then python -m rawcoop warmup --from tests/gpu_kernels.json" in text
+    for name in ("env", "warmup", "focus", "suite-a", "kernels"):
         assert f"] {name} (cap " in text
     assert "bench/fuzz.py" not in text and "rawcoop bench" not in text and "--ignore" not in text
     assert text == _next_session_dry_run(tmp_path, "--part", "1")[0]
@@ -860,9 +862,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         "python -m rawcoop warmup --all --quiet",
         f"python -m pytest -m gpu -q -ra --timeout 150 -p no:cacheprovider --durations=15 {ignores}",
         f"python bench/fuzz.py --count 1500 --seed 7 --log {out}/fuzz_cases.jsonl",
+        f"python -m rawcoop cache export {out}/gpu_kernels.json",
         f"python bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 --json {out}/san.json",
     ])
-    for name in ("env", "warmup", "suite-b", "fuzz", "sanitize"):
+    for name in ("env", "warmup", "suite-b", "fuzz", "kernels", "sanitize"):
         assert f"] {name} (cap " in text
     assert "rawcoop bench" not in text and "] focus (cap " not in text
     # every GPU test file runs in exactly one of the two parts

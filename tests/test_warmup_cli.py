@@ -185,3 +185,92 @@ def test_warmup_sets_cover_the_automatic_plans():
         if spec not in (default if kind in (gc.FP16, gc.BF16) else everything):
             missing.append((gc.KIND_NAMES[kind], m, n, k, kmajor, spec.label))
     assert not missing, missing[:5]
+
+
+# ------------------------------------------------- kernel lists: cache export -> warmup --from
+def test_cache_export_then_warmup_from_the_list(tmp_path):
+    """What one machine's cache holds (e.g. after running the application or
+    the GPU tests) is exported as a kernel list and compiled ahead of time
+    elsewhere from it: the same configurations, nothing else."""
+    src = {"RAWCOOP_CACHE_DIR": str(tmp_path / "src")}
+    r = _run(["warmup", "--quiet", "--kernel", "tile_replicate[CLUSTER=2,"], src)
+    assert r.returncode == 0, r.stderr
+    listed = tmp_path / "kernels.json"
+    r = _run(["cache", "export", str(listed)], src)
+    assert r.returncode == 0 and "wrote 4 kernel configurations" in r.stdout, (r.stdout, r.stderr)
+    doc = json.loads(listed.read_text())
+    assert doc["format"] == "rawcoop-kernels/1" and len(doc["kernels"]) == 4
+    assert all(k["source"] == "tile_copy.cu" and k["name"] == "tile_replicate" and k["defines"]["CLUSTER"] == 2
+               for k in doc["kernels"])
+    assert sorted(k["defines"]["ELEM_BYTES"] for k in doc["kernels"]) == [1, 2, 4, 8]
+
+    dst = {"RAWCOOP_CACHE_DIR": str(tmp_path / "dst")}
+    r = _run(["warmup", "--quiet", "--from", str(listed), "--json", str(tmp_path / "w.json")], dst)
+    assert r.returncode == 0, r.stderr
+    w = json.loads((tmp_path / "w.json").read_text())
+    assert w["total"] == 4 and w["compiled"] == 4 and w["failed"] == 0
+    from rawcoop.warmup import load_kernel_list
+    assert sorted(k["kernel"] for k in w["kernels"]) == sorted(s.label for s in load_kernel_list(str(listed)))
+    r = _run(["warmup", "--quiet", "--from", str(listed), "--kernel", "ELEM_BYTES=2,"], dst)
+    assert r.returncode == 0 and "1 kernels, 1 cache hits" in r.stdout, r.stdout
+    # the destination's own export lists the same configurations
+    again = tmp_path / "again.json"
+    assert _run(["cache", "export", str(again)], dst).returncode == 0
+    assert load_kernel_list(str(again)) == load_kernel_list(str(listed))
+
+
+def test_cache_specs_skips_entries_without_source(tmp_path, monkeypatch):
+    """Entries written before the cache recorded source and defines are
+    counted, not guessed; duplicates (other NVRTC versions) listed once."""
+    monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(tmp_path / "c"))
+    from rawcoop import tile_copy
+    from rawcoop.cache import KernelCache
+    cache = KernelCache()
+    spec = tile_copy.spec(2, 2)
+    cache.get(spec)
+    entry_dir = next(cache.root.glob("*/"))
+    meta = json.loads(next(entry_dir.glob("*.json")).read_text())
+    assert meta["source"] == spec.source and meta["defines"] == [list(d) for d in spec.defines]
+    (entry_dir / "old.json").write_text(json.dumps(dict(meta, key="old", source=None)))
+    (entry_dir / "dup.json").write_text(json.dumps(dict(meta, key="dup", nvrtc=[11, 0])))
+    specs, unknown = cache.specs()
+    assert specs == [spec] and unknown == 1
+
+
+@pytest.mark.parametrize("content, needle", [
+    (None, "cannot read it"),
+    ("{not json", "not JSON"),
+    ('{"format": "other", "kernels": []}', "rawcoop-kernels/1"),
+    ('{"format": "rawcoop-kernels/1", "kernels": [{"source": "tile_copy.cu", "name": "tile_replicate", '
+     '"defines": {"CLUSTER": true}}]}', "entry 0 needs a source, a name and integer defines"),
+    ('{"format": "rawcoop-kernels/1", "kernels": [{"source": "tile_copy.cu", "name": "tile_replicate", '
+     '"defines": {"CLUSTER": "2"}}]}', "integer defines"),
+    ('{"format": "rawcoop-kernels/1", "kernels": [{"name": "x", "defines": {}}]}', "needs a source"),
+    ('{"format": "rawcoop-kernels/1", "kernels": [{"source": "nope.cu", "name": "x", "defines": {}}]}',
+     "no kernel source 'nope.cu'"),
+    ('{"format": "rawcoop-kernels/1", "kernels": [{"source": "../rawcoop/cli.py", "name": "x", "defines": {}}]}',
+     "no kernel source '../rawcoop/cli.py'"),
+])
+def test_warmup_from_a_bad_list_names_the_problem(tmp_path, content, needle):
+    from rawcoop.warmup import load_kernel_list
+    path = tmp_path / "list.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match="kernel list .*list.json") as e:
+        load_kernel_list(str(path))
+    assert needle in str(e.value)
+
+
+def test_warmup_from_command_line_errors(tmp_path):
+    env = {"RAWCOOP_CACHE_DIR": str(tmp_path / "c")}
+    path = tmp_path / "list.json"
+    path.write_text('{"format": "rawcoop-kernels/1", "kernels": []}')
+    r = _run(["warmup", "--from", str(path), "--all"], env)
+    assert r.returncode != 0 and "does not combine with --all" in r.stderr and "Traceback" not in r.stderr
+    r = _run(["warmup", "--from", str(tmp_path / "missing.json")], env)
+    assert r.returncode != 0 and "--from: kernel list" in r.stderr and "cannot read it" in r.stderr
+    r = _run(["cache", "export"], env)
+    assert r.returncode != 0 and "name the file to write" in r.stderr
+    r = _run(["cache", "info", str(path)], env)
+    assert r.returncode != 0 and "takes no file" in r.stderr
+    assert not (tmp_path / "c").exists()
