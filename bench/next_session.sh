@@ -113,7 +113,8 @@ except Exception as e:
 $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
 # tests/gpu_kernels.json (when a session has committed one: the `kernels` step's export of a previous
 # run) lists what the GPU tests compiled beyond `--all`; warming it here compiles it on every CPU at once
-# instead of one kernel at a time inside pytest.
+# instead of one kernel at a time inside pytest (raise this step's cap, taking it from the pytest steps,
+# when committing a long list: 252 kernels take ~14 s on the H200 host's 16 CPUs).
 add warmup 15 "$PY -m rawcoop warmup --all --quiet; \
 if [ -f tests/gpu_kernels.json ]; then $PY -m rawcoop warmup --from tests/gpu_kernels.json --quiet; fi"
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
