@@ -344,16 +344,13 @@ class KernelCache:
         """The kernel configurations of the entries on disk, each once, and how
         many entries could not say theirs (written before entries recorded
         their source and defines)."""
-        out, seen, unknown = [], set(), 0
+        out, unknown = [], 0
         for e in self.entries():
             if not isinstance(e.get("source"), str) or not isinstance(e.get("defines"), list):
                 unknown += 1
                 continue
-            spec = KernelSpec(e["source"], e["kernel"], tuple(tuple(d) for d in e["defines"]))
-            if spec not in seen:
-                seen.add(spec)
-                out.append(spec)
-        return out, unknown
+            out.append(KernelSpec(e["source"], e["kernel"], tuple(tuple(d) for d in e["defines"])))
+        return list(dict.fromkeys(out)), unknown
 
     def size_bytes(self) -> int:
         if not self.root.is_dir():

@@ -97,10 +97,8 @@ def load_kernel_list(path: str) -> list[KernelSpec]:
             raise ValueError(f"kernel list {path}: entry {i} needs a source, a name and integer defines, got {k!r}")
         if not sources.exists(k["source"]):
             raise ValueError(f"kernel list {path}: entry {i}: no kernel source {k['source']!r} in this rawcoop")
-        spec = KernelSpec.make(k["source"], k["name"], **k["defines"])
-        if spec not in specs:
-            specs.append(spec)
-    return specs
+        specs.append(KernelSpec.make(k["source"], k["name"], **k["defines"]))
+    return list(dict.fromkeys(specs))           # each configuration once, in the list's order
 
 
 def _describe_exit(rc: int) -> str:
