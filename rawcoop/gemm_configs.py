@@ -742,11 +742,19 @@ def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132)
 STREAM_K_TAIL = (0.5, 0.8)
 """Stream-K by default when the partial last wave fills more than the first
 and at most the second share of the SMs (and at least one full wave runs)."""
-STREAM_K_MIN_K_BLOCKS = 0
-"""... and K has at least this many k-blocks (0: any K).  Stream-K was measured at K >= 2048 only
-(stop 12); stop 29 found 128x128 stream-K over 8-12 k-blocks 21-37% slower than one wave of 128x256
-tiles, and random 16-bit plans still stream-K 3-16 k-blocks (e.g. 1920x1920x192) where 128x256 tiles
-fill < 78% of the SMs.  Prepared for a rule_ab (bench/next_session.sh part 3); 0 until measured."""
+STREAM_K_MIN_K_BLOCKS = 48
+"""... and K has at least this many k-blocks for 128-wide tiles (0: any K) ..."""
+STREAM_K_WIDE_MIN_K_BLOCKS = 96
+"""... and this many for 128x256 tiles.  Stream-K was measured at K >= 2048 only (stop 12).  Stop 30
+(rule_ab, H200, 7 alternating rounds, auto plans A/B on the same operands, bench/NOTES.md): with no
+stream-K below 16 k-blocks, 6 of 10 random 16-bit shapes faster (+7% geomean); below 48 (17-47 k-blocks,
+128x256 stream-K -> 192x192 / 192x128 data-parallel) 7 of 8 (+7%); out of sample below 48, 17 of 20
+(+19%; 128x128 stream-K over 5-8 k-blocks -> data-parallel +29% to +42%, none slower than -2%); then
+between 48 and 95 k-blocks 128x256 stream-K -> other plans 9 of 10 faster (+4% to +50%, 704x8960x4352
+-0.6%) but 128x128 stream-K -> 128x128 data-parallel 1 of 6 (-3% to -6%): hence the two thresholds.
+The stream-K partial wave's fix-up costs a tile's traffic per split tile, which a short mainloop does
+not hide; where stream-K is off the rules take whole-K tiles (192-row ones where choose_tall's model
+says so) with split-K of a thin last wave."""
 
 
 def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind: int, swap: bool = False,
@@ -776,7 +784,7 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     pingpong = pingpong if pingpong is not None else choose_pingpong(block_n, tiles, sm_count)
     if in_kind not in (FP16, BF16) or swap or block or splits is not None or tuple(cluster) != (1, 1) or pingpong:
         return False
-    if k_blocks is not None and k_blocks < STREAM_K_MIN_K_BLOCKS:
+    if k_blocks is not None and k_blocks < (STREAM_K_WIDE_MIN_K_BLOCKS if block_n > 128 else STREAM_K_MIN_K_BLOCKS):
         return False
     full_waves, tail = divmod(tiles, sm_count)
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
@@ -887,6 +895,31 @@ def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 
 
+MISALIGNED_TALL_RATIO = 0.9
+"""misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
+schedule model gives them at most this share of its time (0: never)."""
+
+
+def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K) -> bool:
+    """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs
+    192x192 tiles (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters:
+    M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9) of
+    128x256's - where 128x256 tiles quantise into a partly empty last round that 192x192 ones fill
+    (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3 rounds of 66 clusters; 3 x 41 = 123
+    192x192 tiles, one round).
+
+    H200, stop 30 (bench/NOTES.md), fp16 TN, 13 shapes the rule loses on against cuBLAS, forced
+    variants in the same rounds: at model ratio 0.63 (four shapes) 192x192 ran +16% to +44% over
+    the rule, at 0.84 (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%.
+    192x128 tiles, which choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88)
+    they ran 29% slower than the rule (three 192-row tiles on M = 400)."""
+    if MISALIGNED_TALL_RATIO <= 0 or m < TALL_MIN_M:
+        return False
+    wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
+    tall = schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, 192, block_k=block_k)
+    return tall <= MISALIGNED_TALL_RATIO * wide
+
+
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
@@ -957,8 +990,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if (nothing_forced and not paired and (cluster_m, cluster_n) == (1, 1)
             and misaligned_pitch_config(m, n, batch, kinds=kinds, swap=swap, block=block,
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
-        return _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
+        wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
+        if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k):
+            return replace(wide, block_m=TALL_BLOCK_M, block_n=192, cluster_m=1, stages=0)
+        return wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "

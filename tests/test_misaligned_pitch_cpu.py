@@ -126,3 +126,48 @@ def test_rule_switch():
     finally:
         gc.MISALIGNED_PITCH_KINDS = saved
     assert _is_rule(_plan(5416, 6280, 1400))
+
+
+def _is_tall(cfg):
+    return (cfg.block_m == gc.TALL_BLOCK_M and cfg.block_n == 192 and cfg.cluster == (1, 1) and not cfg.stream_k
+            and not cfg.pingpong and not cfg.d_colmajor)
+
+
+# (kind, layout kmajor, M, N, K) whose 128x256 pairs quantise into a partly empty last round (stop 30's sample)
+TALL = [(gc.FP16, (True, True), 552, 7768, 648), (gc.FP16, (True, True), 544, 3464, 4760),
+        (gc.FP16, (True, True), 7712, 1064, 856), (gc.BF16, (False, True), 544, 3552, 6472),
+        (gc.FP16, (False, False), 864, 4888, 1184), (gc.E4M3, (True, True), 2272, 1808, 1744),
+        (gc.TF32, (True, True), 7536, 552, 2516)]
+
+
+@pytest.mark.parametrize("kind,kmajor,m,n,k", TALL, ids=str)
+def test_misaligned_tall_where_192_tiles_fill_the_rounds(kind, kmajor, m, n, k):
+    """misaligned_tall_fits (stop 30): 192x192 tiles, no cluster, when the model gives them <= 0.9 of the
+    rule's 128x256 time; the off switch (MISALIGNED_TALL_RATIO = 0) gives the rule back."""
+    bk = gc.block_k_of(kind)
+    wide = gc.schedule_cost(m, n, k, 132, 128, 256, block_k=bk)
+    tall = gc.schedule_cost(m, n, k, 132, gc.TALL_BLOCK_M, 192, block_k=bk)
+    assert tall <= gc.MISALIGNED_TALL_RATIO * wide
+    cfg = _plan(m, n, k, kind, kmajor=kmajor)
+    assert _is_tall(cfg), cfg
+    assert cfg == _plan(m, n, k, kind, kmajor=kmajor, block_m=gc.TALL_BLOCK_M)   # the forced 192x192 kernel
+    saved = gc.MISALIGNED_TALL_RATIO
+    try:
+        gc.MISALIGNED_TALL_RATIO = 0
+        assert _is_rule(_plan(m, n, k, kind, kmajor=kmajor))
+    finally:
+        gc.MISALIGNED_TALL_RATIO = saved
+
+
+@pytest.mark.parametrize("m,n,k", [(760, 9104, 1176), (2336, 2536, 1816), (400, 5560, 3448), (1632, 808, 1496),
+                                   (5416, 6280, 1400)], ids=str)
+def test_misaligned_keeps_the_wide_pairs_elsewhere(m, n, k):
+    """Model ratio > 0.9 (0.95 - 1.26 here: 192x192 measured 2% - 19% slower on these), or M < TALL_MIN_M
+    (400: three 192-row tiles would pad M by 44%), keeps 128x256 in 2x1 clusters."""
+    assert not gc.misaligned_tall_fits(m, n, k, 132)
+    assert _is_rule(_plan(m, n, k, gc.FP16))
+
+
+def test_misaligned_tall_needs_tall_min_m():
+    assert gc.misaligned_tall_fits(552, 7768, 648, 132)
+    assert not gc.misaligned_tall_fits(gc.TALL_MIN_M - 8, 7768, 648, 132)

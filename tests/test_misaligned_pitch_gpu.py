@@ -4,7 +4,9 @@ automatic plan is that configuration (on a 132-SM H100/H200), and its output is
 right against a float64 reference with a NaN-poisoned output and bit-identical
 when run again: 16-bit in all four layouts (ragged M and N, odd tile-row counts
 that leave a ghost half-pair), with C, alpha/beta, a bias and an activation,
-padded views whose pitch and not K decides, per-tensor fp8 and tf32."""
+padded views whose pitch and not K decides, per-tensor fp8 and tf32; and where
+192x192 tiles fill the rounds better (gemm_configs.misaligned_tall_fits, stop 30)
+that plan, checked the same way."""
 import pytest
 
 import gpu_helpers
@@ -98,3 +100,61 @@ def test_auto_misaligned_fp8(m, n, k):
         outs.append(d)
     assert cp.array_equal(outs[0].view(cp.uint16), outs[1].view(cp.uint16)), "not deterministic"
     gpu_helpers.assert_rel_err(cp, outs[0], ref, 6e-3)
+
+
+def _expect_tall(a, b, **kw):
+    """misaligned_tall_fits (stop 30): 192x192 tiles without a cluster (on a 132-SM GPU)."""
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    cfg = _plan_for(a, b, **kw).cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m == 192 and cfg.block_n == 192 and cfg.cluster == (1, 1)
+                and not cfg.d_colmajor), cfg.spec.label
+
+
+@pytest.mark.parametrize("dt_name,layout,m,n,k", [
+    ("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472), ("float16", "NT", 864, 4888, 1184),
+    ("bfloat16", "TT", 7712, 1064, 856)], ids=str)
+def test_auto_misaligned_tall_16bit(dt_name, layout, m, n, k):
+    """Misaligned pitch where 192x192 tiles fill the rounds that 128x256 pairs leave partly empty."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 91)
+    _expect_tall(a, b)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+def test_auto_misaligned_tall_with_epilogue():
+    import cupy as cp
+    import rawcoop
+    m, n, k = 552, 7768, 648
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 93)
+    c = gpu_helpers.rand(cp, (m, n), dt, 94)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 95)
+    kw = dict(c=c, alpha=1.25, beta=0.5, bias=bias, activation="silu")
+    _expect_tall(a, b, **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    from rawcoop._reference import activation as act64
+    ref = act64(cp, 1.25 * (a.astype(cp.float64) @ b.astype(cp.float64)) + 0.5 * c.astype(cp.float64)
+                + bias.astype(cp.float64), "silu")
+    gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
+
+
+def test_auto_misaligned_tall_fp8_and_tf32():
+    import cupy as cp
+    import rawcoop
+    from test_fp8_tf32_gpu import _fp8_pair
+    m, n, k = 2272, 1808, 1744
+    a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 97)
+    _expect_tall(a, b, scale_a=0.5, scale_b=2.0)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
+    m, n, k = 7536, 552, 2516
+    a = gpu_helpers.rand(cp, (m, k), cp.float32, 98)
+    b = gpu_helpers.rand(cp, (n, k), cp.float32, 99).T
+    _expect_tall(a, b, precision="tf32")
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)

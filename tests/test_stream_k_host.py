@@ -237,16 +237,26 @@ def test_stream_k_default_rule_exclusions(monkeypatch):
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 67))
     assert gc.choose_stream_k(None, **dict(base, tiles=132 + 105))         # 105 <= 0.8 * 132
     assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 106))
-    # STREAM_K_MIN_K_BLOCKS (0: any K, the default until measured) keeps short K data-parallel
-    assert gc.STREAM_K_MIN_K_BLOCKS == 0 and gc.choose_stream_k(None, **dict(base, k_blocks=1))
-    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 16)
+    # STREAM_K_MIN_K_BLOCKS (128-wide tiles, 48) and STREAM_K_WIDE_MIN_K_BLOCKS (128x256, 96) keep short K
+    # data-parallel (stop 30); None (unknown K) and 0 (the off switch) allow any K
+    assert gc.STREAM_K_MIN_K_BLOCKS == 48 and gc.STREAM_K_WIDE_MIN_K_BLOCKS == 96
+    assert not gc.choose_stream_k(None, **dict(base, k_blocks=95))
+    assert gc.choose_stream_k(None, **dict(base, k_blocks=96)) and gc.choose_stream_k(None, **base)
+    narrow = dict(base, block_n=128, tiles=4096 + 66, pingpong=False)
+    assert not gc.choose_stream_k(None, **dict(narrow, k_blocks=47))
+    assert gc.choose_stream_k(None, **dict(narrow, k_blocks=48))
+    monkeypatch.setattr(gc, "STREAM_K_WIDE_MIN_K_BLOCKS", 16)
     assert not gc.choose_stream_k(None, **dict(base, k_blocks=15))
-    assert gc.choose_stream_k(None, **dict(base, k_blocks=16)) and gc.choose_stream_k(None, **base)
+    assert gc.choose_stream_k(None, **dict(base, k_blocks=16))
     assert gc.choose_stream_k(True, **dict(base, k_blocks=3))              # forced stays forced
     cfg = gc.plan_config(1920, 1920, 192, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True),
                          out_name="bfloat16", use_c=False, c_rowmajor=True, bias_kind=0, activation=None,
                          block=False)
     assert not cfg.stream_k                                                # 3 k-blocks
+    monkeypatch.setattr(gc, "STREAM_K_WIDE_MIN_K_BLOCKS", 0)
+    assert gc.choose_stream_k(None, **dict(base, k_blocks=1))              # 0: any K
+    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 0)
+    assert gc.choose_stream_k(None, **dict(narrow, k_blocks=1))
     monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 0)
     stub_planning(monkeypatch)
     a, b = tn(8192, 8192, 8192, "bfloat16")
