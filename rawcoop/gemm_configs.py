@@ -757,6 +757,11 @@ not hide; where stream-K is off the rules take whole-K tiles (192-row ones where
 says so) with split-K of a thin last wave."""
 
 
+STREAM_K_ONE_WAVE_MIN_K_BLOCKS = 0
+"""... and with no full wave, 128x256 tiles filling at least WIDE_TILES_FILL of the SMs (choose_block_n's
+nearly-full-wave band) run stream-K from this many k-blocks (0: never)."""
+
+
 def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind: int, swap: bool = False,
                     block: bool = False, splits=None, cluster=(1, 1), pingpong=None,
                     k_blocks: int | None = None) -> bool:
@@ -787,6 +792,9 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     if k_blocks is not None and k_blocks < (STREAM_K_WIDE_MIN_K_BLOCKS if block_n > 128 else STREAM_K_MIN_K_BLOCKS):
         return False
     full_waves, tail = divmod(tiles, sm_count)
+    if (full_waves == 0 and STREAM_K_ONE_WAVE_MIN_K_BLOCKS > 0 and block_n > 128 and k_blocks is not None
+            and k_blocks >= STREAM_K_ONE_WAVE_MIN_K_BLOCKS and tiles >= WIDE_TILES_FILL * sm_count):
+        return True
     return full_waves >= 1 and STREAM_K_TAIL[0] * sm_count < tail <= STREAM_K_TAIL[1] * sm_count
 
 
@@ -1018,7 +1026,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         # the staging buffers can live in the ring, which then holds 9 stages instead of 8.
         cfg = replace(cfg, epi_ring=True, stages=0)
     if block_m is None and nothing_forced:
-        tall_n = choose_tall(cfg, km, kn, k, batch, sm_count)
+        # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
+        # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
+        # faster)
+        one_wave_sk = cfg.stream_k and tiles < sm_count
+        tall_n = choose_tall(replace(cfg, stream_k=False) if one_wave_sk else cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
             cfg = replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
                           stages=0)            # 0: as many as fit (GemmConfig)
