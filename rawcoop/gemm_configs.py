@@ -771,7 +771,11 @@ def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind
     forced split-K or cluster, no swap-AB, not block-scaled, when at least
     one full wave runs and the partial last wave holds more than half (below
     that, split-K of the last wave fills the SMs, see scheduler.decompose)
-    and at most 80% of the SMs.
+    and at most 80% of the SMs, and K has at least STREAM_K_MIN_K_BLOCKS
+    (48, 128-wide tiles) or STREAM_K_WIDE_MIN_K_BLOCKS (96, 128x256) k-blocks
+    (stop 30: shorter, the fix-up is not hidden and whole-K plans won 33 of
+    38 out of sample); with no full wave only where
+    STREAM_K_ONE_WAVE_MIN_K_BLOCKS is set (off).
 
     H200, stream-K time / default time per round, same run (bench/NOTES.md,
     "Session of 2026-11-30 (stop 12)"), bf16 (last wave's share of the SMs):
