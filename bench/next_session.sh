@@ -7,7 +7,7 @@
 #   bash bench/next_session.sh --dry-run [--part N]   # print the commands and their time caps, run nothing
 #
 # Run the parts back to back while the machine is warm (each fresh start costs ~35 s of device time;
-# stop 29 estimate: part 1 ~520 s, part 2 ~330 s, part 3 ~400 s of a session's 1800 s).
+# stop 30 ran them in 300 s, 313 s and 62 s without the kernel list; with it parts 1-2 should be shorter).
 #
 # The whole `pytest -m gpu` suite (~1800 tests, ~800 s in stop 29: the focus
 # files ~195 s, test_gemm_full_gpu + test_gemm_gpu ~310 s, test_sass_gpu ~215 s
@@ -111,12 +111,18 @@ try:
 except Exception as e:
     print(\"import torch FAILED:\", type(e).__name__, e)'; \
 $PY -c 'import cupy; print(\"cupy\", cupy.__version__)'"
-# tests/gpu_kernels.json (when a session has committed one: the `kernels` step's export of a previous
-# run) lists what the GPU tests compiled beyond `--all`; warming it here compiles it on every CPU at once
-# instead of one kernel at a time inside pytest (raise this step's cap, taking it from the pytest steps,
-# when committing a long list: 252 kernels take ~14 s on the H200 host's 16 CPUs).
-add warmup 15 "$PY -m rawcoop warmup --all --quiet; \
+# tests/gpu_kernels.json (committed in stop 30: the `kernels` step's export after part 2, 988
+# configurations) lists what the GPU tests compile beyond `--all`; warming it here compiles it on every
+# CPU at once instead of one kernel at a time inside pytest.  Stop 30 on the H200: the list's 736 extra
+# kernels in 39.7 s, after which test_gemm_full_gpu + test_gemm_gpu took 50 s instead of 127 s.  Parts 1
+# and 2 warm it (cap 65 s: --all ~13 s + the list ~40 s); part 3 runs the bench and rule_ab, whose
+# kernels --all covers, and warms --all only.
+if [ "$PART" = 3 ]; then
+add warmup 15 "$PY -m rawcoop warmup --all --quiet"
+else
+add warmup 65 "$PY -m rawcoop warmup --all --quiet; \
 if [ -f tests/gpu_kernels.json ]; then $PY -m rawcoop warmup --from tests/gpu_kernels.json --quiet; fi"
+fi
 # pytest uses the cache warm-up just filled (RAWCOOP_TEST_KEEP_CACHE=1): with a private cache every
 # pytest process compiles every kernel again, which pushed the suite past its cap (2026-11-30).
 # The two pytest steps took 130 s + 174 s in stop 12 (the focus step's old 110 s cap fired right after
@@ -128,15 +134,17 @@ if [ "$PART" = 1 ]; then
 # (~480 of its 652 tests; the other ~170, test_sass_gpu's included, took 114 s in the next call).
 # Stop 17: focus 134 s after warm-up (cap 150), then 12 more cluster tests; the rest 235 s (cap 385).
 # Stop 29: focus ~195 s (500 tests; 498 done at its 190 s cap); test_gemm_full_gpu + test_gemm_gpu with
-# the small files before test_sass_gpu ~310 s (389 tests).
-add focus 215 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
-add suite-a 325 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $SUITE_A $PYTEST_OPTS"
+# the small files before test_sass_gpu ~310 s (389 tests).  Stop 30 (no kernel list): focus 142 s (499
+# tests), suite-a 127 s; with the list warmed, suite-a 50 s.
+add focus 200 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest $FOCUS $PYTEST_OPTS"
+add suite-a 290 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $SUITE_A $PYTEST_OPTS"
 add kernels 5 "$PY -m rawcoop cache export $Q_OUT/gpu_kernels.json"
 elif [ "$PART" = 2 ]; then
 # Stop 29: test_sass_gpu + test_tile_copy_gpu + test_watchdog 225 s (disassembling each kernel twice: now
 # once), test_splitk/streams/swap_waves/tall 48 s, the small files ~20 s.  The fuzz compiles most of its
 # ~190 configurations itself (stop 29: 189 cases in 60 s cold, 1500 in 38 s warm), hence its 100 s.
-add suite-b 330 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
+# Stop 30 (no kernel list): suite-b 237 s (949 tests), fuzz 38 s, sanitizer 22 s.
+add suite-b 300 "RAWCOOP_TEST_KEEP_CACHE=1 $PY -m pytest -m gpu $PYTEST_OPTS$IGNORE"
 add fuzz 100 "$PY bench/fuzz.py --count 1500 --seed 7 --log $Q_OUT/fuzz_cases.jsonl"
 add kernels 5 "$PY -m rawcoop cache export $Q_OUT/gpu_kernels.json"
 add sanitize 40 "$PY bench/sanitize.py --quick --tools memcheck,racecheck,synccheck --timeout 150 \
@@ -146,28 +154,23 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (prepared in stop 29): after the nearly-full-wave band (WIDE_TILES_FILL 0.78, per-kind K),
-# (a) the survey in fp16 (never run: stop 28 surveyed bf16 only), same 68 shapes as stop 28's bf16 one
-#     (seed 28).  Prediction: geomean >= 1.03 and no K = 8 mod 16 shape under 0.90 (the misaligned-pitch
-#     rule covers fp16); the worst rows name the next class of losers.
-# (b) why cuBLAS bf16 beats us where fp16 does not (stop 29 call 11, 1024x3584x3584: bf16 0.937 of cuBLAS,
-#     fp16 1.001; cuBLAS bf16 672 vs fp16 622 TFLOP/s): ncu of ours and cuBLAS in both dtypes (kernel
-#     names, time, L2/DRAM).  Prediction: cuBLAS runs a different kernel for bf16 (not a faster clock).
-# (c) stream-K at short K (gemm_configs.STREAM_K_MIN_K_BLOCKS, 0 = any K until measured): random 16-bit
-#     shapes whose plan stream-Ks 1-15 k-blocks (128x128; 1.3% of random shapes with K <= 4096), A = stream-K,
-#     B = data-parallel; then 17-47 k-blocks.  Prediction: short K B faster on >= 7 of 10 (stream-K's
-#     fix-up costs a tile's worth of traffic per split tile, the mainloop only 1-15 k-blocks); 17-47
-#     k-blocks within +-3%.  Adopt the smallest threshold whose shapes all gain.
-add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MIN_K_BLOCKS=0/16 --rounds 7 --iters 20 \
---json $Q_OUT/ab_sk_short.json --cases bf16:TN:12864x192x128,fp16:NT:13248x192x256,bf16:NN:4288x704x64,\
-fp16:TT:256x14144x128,fp16:NN:320x9856x448,bf16:NN:704x4352x64,fp16:TN:7488x512x192,bf16:NN:448x6336x960,\
-bf16:NT:4672x704x448,bf16:NT:640x5952x128; \
-$PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MIN_K_BLOCKS=0/48 --rounds 7 --iters 20 \
---json $Q_OUT/ab_sk_mid.json --cases fp16:TT:4032x1728x2176,fp16:NN:4928x1344x2816,fp16:TN:8640x640x2112,\
-bf16:NN:4224x1792x2880,fp16:NN:3264x2048x2432,fp16:TT:832x8000x2688,fp16:TT:2048x3392x2816,fp16:NT:4096x1728x2176; \
-$PY bench/survey.py --dtype float16 --json $Q_OUT/survey_fp16.json; \
-$PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype bfloat16 --cublas; \
-$PY bench/ncu_compare.py --shape 1024x3584x3584 --dtype float16 --cublas"
+# Experiment (prepared in stop 30):
+# (a) ping-pong 128x128 over the one-wave band to K = 3584 for 16-bit (PINGPONG_ONE_WAVE_K_BLOCKS 32 -> 56):
+#     stop 25 found K 2560-3072 mixed (10 of 14) against 128x256 *stream-K*; since stop 30 those shapes
+#     (48-95 k-blocks) run 128x256 data-parallel with a split last wave or tall tiles instead, and at
+#     2048x3584x3584 ping-pong ran +5% / +3% (bf16 / fp16) over that plan.  16 random shapes whose plan
+#     the change moves (0.6% of random 16-bit shapes) + 2048x3584x3584.  Prediction: >= 11 of 18 faster,
+#     geomean >= +2%; the 192x192 -> 128x128 cooperative class (no ping-pong: under 2 tiles per SM) loses.
+# (b) the survey in bf16 and fp16 on NEW random shapes (seed 31; stop 30's were seed 28): prediction geomean
+#     >= 1.03 each (stop 30, seed 28: 1.069 / 1.052), misaligned-pitch shapes still most of the worst ten.
+add experiment 300 "$PY bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/{0:56,1:56,3:48,4:48}' \
+--rounds 7 --iters 20 --json $Q_OUT/ab_pp56.json --cases bf16:TN:2048x3584x3584,fp16:TN:2048x3584x3584,\
+fp16:TT:14912x480x2160,bf16:TN:1368x4080x2208,fp16:NT:13728x320x2232,fp16:NT:5120x1040x2320,bf16:NT:14368x296x2472,\
+fp16:TN:4496x1080x2480,fp16:NT:7728x672x2600,fp16:NT:10280x376x2648,bf16:TN:13248x344x2648,bf16:TT:7512x784x2704,\
+bf16:NT:13328x360x2744,bf16:TT:2864x2096x2784,bf16:NN:10848x352x2912,fp16:NT:736x7680x2968,fp16:NT:3728x1440x3192,\
+fp16:NN:12312x440x3408; \
+$PY bench/survey.py --dtype bfloat16 --seed 31 --json $Q_OUT/survey_bf16_s31.json; \
+$PY bench/survey.py --dtype float16 --seed 31 --json $Q_OUT/survey_fp16_s31.json"
 fi
 
 N=${#NAMES[@]}

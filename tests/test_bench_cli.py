@@ -879,9 +879,11 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        f"python bench/survey.py --dtype float16 --json {out}/survey_fp16.json",
-        "python bench/ncu_compare.py --shape 1024x3584x3584 --dtype bfloat16 --cublas",
+        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=",
+        f"python bench/survey.py --dtype bfloat16 --seed 31 --json {out}/survey_bf16_s31.json",
+        f"python bench/survey.py --dtype float16 --seed 31 --json {out}/survey_fp16_s31.json",
     ])
+    assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
         argv = cmd.split(";")[0].split("\n")[0].split()
