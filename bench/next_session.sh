@@ -163,12 +163,21 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     geomean >= +2%; the 192x192 -> 128x128 cooperative class (no ping-pong: under 2 tiles per SM) loses.
 # (b) the survey in bf16 and fp16 on NEW random shapes (seed 31; stop 30's were seed 28): prediction geomean
 #     >= 1.03 each (stop 30, seed 28: 1.069 / 1.052), misaligned-pitch shapes still most of the worst ten.
+# (c) stream-K priced above its share in choose_tall's / swap's model (STREAM_K_MODEL_OVERHEAD 0 -> 0.25
+#     of a round): 16 random 16-bit shapes whose plan moves from 128x256 stream-K (>= 96 k-blocks) to
+#     192x192, 192x128 or swap-AB (0.23% of random shapes).  Stop 30 call 6 saw those moves +0.2% to +45%
+#     (5 of 5) at 96-191 k-blocks.  Prediction: >= 11 of 16 faster, geomean >= +4%.
 add experiment 300 "$PY bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/{0:56,1:56,3:48,4:48}' \
 --rounds 7 --iters 20 --json $Q_OUT/ab_pp56.json --cases bf16:TN:2048x3584x3584,fp16:TN:2048x3584x3584,\
 fp16:TT:14912x480x2160,bf16:TN:1368x4080x2208,fp16:NT:13728x320x2232,fp16:NT:5120x1040x2320,bf16:NT:14368x296x2472,\
 fp16:TN:4496x1080x2480,fp16:NT:7728x672x2600,fp16:NT:10280x376x2648,bf16:TN:13248x344x2648,bf16:TT:7512x784x2704,\
 bf16:NT:13328x360x2744,bf16:TT:2864x2096x2784,bf16:NN:10848x352x2912,fp16:NT:736x7680x2968,fp16:NT:3728x1440x3192,\
 fp16:NN:12312x440x3408; \
+$PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MODEL_OVERHEAD=0.0/0.25 --rounds 7 --iters 20 \
+--json $Q_OUT/ab_skmodel.json --cases fp16:TN:12808x384x6616,bf16:NT:13848x296x6640,fp16:TT:1224x5152x6656,\
+bf16:NT:14192x376x7064,fp16:TN:13928x280x7576,fp16:TT:4736x2176x8928,fp16:TN:5568x3432x9824,fp16:TT:11784x1104x9968,\
+bf16:TT:3480x2848x10272,fp16:NN:6368x1592x10400,bf16:NN:1104x10384x11488,bf16:TN:11072x1552x11872,\
+bf16:TT:13656x352x12544,bf16:TT:1760x3648x12864,fp16:TN:1888x3584x14080,fp16:NN:13808x376x15192; \
 $PY bench/survey.py --dtype bfloat16 --seed 31 --json $Q_OUT/survey_bf16_s31.json; \
 $PY bench/survey.py --dtype float16 --seed 31 --json $Q_OUT/survey_fp16_s31.json"
 fi

@@ -1070,6 +1070,13 @@ with it on the 128-row side only -1.6% out of sample (it won on 2-5-wave shapes,
 128x128 ones): tf32 stays without it (bench/NOTES.md, stop 21 calls 8-9)."""
 
 
+STREAM_K_MODEL_OVERHEAD = 0.0
+"""schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the split
+tiles' shorter k ranges); 0 prices it at its share.  Stop 30: where 128x256 stream-K at 48-191 k-blocks
+gave way to 192-row tiles or swap-AB, those ran faster on 21 of 23 shapes (up to +65%), so the model
+under-prices it; a value is for a rule_ab (bench/next_session.sh) to set."""
+
+
 def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,
                   block_k: int = BLOCK_K, split_tail_overhead: float = 0.0) -> float:
     """choose_tall's model of a schedule's length: rounds of whole-K tiles
@@ -1081,7 +1088,7 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
     tiles, kb = tile_count(m, n, block_n, 1, block_m), scheduler.cdiv(k, block_k)
     if stream_k:
         full, tail = divmod(tiles, sm_count)
-        rounds = full + tail / sm_count
+        rounds = full + tail / sm_count + (STREAM_K_MODEL_OVERHEAD if tail else 0.0)
     else:
         # The model keeps the tail splits it was calibrated with (stops 19-24: at most MAX_SPLITS, as
         # chain=True gives): the kernels' TAIL_MAX_SPLITS tails would change the rules' choices unmeasured.

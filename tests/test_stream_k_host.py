@@ -532,3 +532,26 @@ def test_stream_k_with_no_full_wave_switch(monkeypatch):
     cfg = plan(2240, 1400, 46656)                                           # tall tiles stay
     assert not cfg.stream_k and (cfg.block_m, cfg.block_n) == (gc.TALL_BLOCK_M, 128)
     assert not plan(1024, 3584, 3584).stream_k                              # 56 k-blocks
+
+
+def test_stream_k_model_overhead_switch(monkeypatch):
+    """STREAM_K_MODEL_OVERHEAD (0: stream-K's partial wave costs its share of the SMs in schedule_cost; a
+    rule_ab of 0.25 is prepared in bench/next_session.sh): it raises only stream-K schedules with a partial
+    wave, and at 0.25 moves e.g. 13656x352x12544 from 128x256 stream-K to 192x128 tiles."""
+    from rawcoop import gemm_configs as gc
+    assert gc.STREAM_K_MODEL_OVERHEAD == 0.0
+
+    def plan(m, n, k):
+        return gc.plan_config(m, n, k, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, False), out_name="bfloat16",
+                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
+    cfg = plan(13656, 352, 12544)
+    assert cfg.stream_k and (cfg.block_m, cfg.block_n) == (128, 256)
+    base = gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, True)
+    whole = gc.schedule_cost(132 * 128, 256, 8192, 132, 128, 256, True)       # one whole wave: no tail
+    dp = gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, False)
+    monkeypatch.setattr(gc, "STREAM_K_MODEL_OVERHEAD", 0.25)
+    assert gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, True) == pytest.approx(base + 0.25 * 128 * 256)
+    assert gc.schedule_cost(132 * 128, 256, 8192, 132, 128, 256, True) == whole
+    assert gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, False) == dp
+    cfg = plan(13656, 352, 12544)
+    assert not cfg.stream_k and (cfg.block_m, cfg.block_n) == (gc.TALL_BLOCK_M, 128)
