@@ -16,25 +16,32 @@ pytestmark = pytest.mark.gpu
 TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 
 
-def _expect_rule(a, b, **kw):
+def _expect_rule(a, b, plan="wide", **kw):
+    """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, or "tall",
+    192x192 tiles without a cluster where they fill the rounds better (gemm_configs.misaligned_tall_fits)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
-        assert cfg.block_n == 256 and cfg.cluster == (2, 1) and not cfg.d_colmajor, cfg.spec.label
+        tile = (128, 256, (2, 1)) if plan == "wide" else (192, 192, (1, 1))
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
-@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
-@pytest.mark.parametrize("layout,m,n,k", [
-    ("TN", 5416, 6280, 1400), ("TN", 4744, 568, 3288), ("TN", 400, 5560, 3448), ("TN", 1984, 512, 5016),
-    ("NN", 3000, 7272, 824), ("NT", 648, 2776, 8984), ("TT", 1000, 11256, 1744), ("TT", 1800, 2008, 1032),
-], ids=str)
-def test_auto_misaligned_16bit(layout, m, n, k, dt_name):
+WIDE_16BIT = [("TN", 5416, 6280, 1400), ("TN", 4744, 568, 3288), ("TN", 400, 5560, 3448), ("TN", 1984, 512, 5016),
+              ("NN", 3000, 7272, 824), ("NT", 648, 2776, 8984), ("TT", 1000, 11256, 1744), ("TT", 1800, 2008, 1032)]
+TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472),
+              ("float16", "NT", 864, 4888, 1184), ("bfloat16", "TT", 7712, 1064, 856)]
+
+
+@pytest.mark.parametrize("plan,dt_name,layout,m,n,k,seed",
+                         [("wide", dt, *s, 51) for dt in ("bfloat16", "float16") for s in WIDE_16BIT]
+                         + [("tall", *s, 91) for s in TALL_16BIT], ids=str)
+def test_auto_misaligned_16bit(plan, dt_name, layout, m, n, k, seed):
     import cupy as cp
     import rawcoop
     dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 51)
-    _expect_rule(a, b)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, seed)
+    _expect_rule(a, b, plan)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
@@ -102,30 +109,6 @@ def test_auto_misaligned_fp8(m, n, k):
     gpu_helpers.assert_rel_err(cp, outs[0], ref, 6e-3)
 
 
-def _expect_tall(a, b, **kw):
-    """misaligned_tall_fits (stop 30): 192x192 tiles without a cluster (on a 132-SM GPU)."""
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
-    cfg = _plan_for(a, b, **kw).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m == 192 and cfg.block_n == 192 and cfg.cluster == (1, 1)
-                and not cfg.d_colmajor), cfg.spec.label
-
-
-@pytest.mark.parametrize("dt_name,layout,m,n,k", [
-    ("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472), ("float16", "NT", 864, 4888, 1184),
-    ("bfloat16", "TT", 7712, 1064, 856)], ids=str)
-def test_auto_misaligned_tall_16bit(dt_name, layout, m, n, k):
-    """Misaligned pitch where 192x192 tiles fill the rounds that 128x256 pairs leave partly empty."""
-    import cupy as cp
-    import rawcoop
-    dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 91)
-    _expect_tall(a, b)
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
-
-
 def test_auto_misaligned_tall_with_epilogue():
     import cupy as cp
     import rawcoop
@@ -135,7 +118,7 @@ def test_auto_misaligned_tall_with_epilogue():
     c = gpu_helpers.rand(cp, (m, n), dt, 94)
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 95)
     kw = dict(c=c, alpha=1.25, beta=0.5, bias=bias, activation="silu")
-    _expect_tall(a, b, **kw)
+    _expect_rule(a, b, "tall", **kw)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
     from rawcoop._reference import activation as act64
     ref = act64(cp, 1.25 * (a.astype(cp.float64) @ b.astype(cp.float64)) + 0.5 * c.astype(cp.float64)
@@ -149,12 +132,12 @@ def test_auto_misaligned_tall_fp8_and_tf32():
     from test_fp8_tf32_gpu import _fp8_pair
     m, n, k = 2272, 1808, 1744
     a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 97)
-    _expect_tall(a, b, scale_a=0.5, scale_b=2.0)
+    _expect_rule(a, b, "tall", scale_a=0.5, scale_b=2.0)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
     m, n, k = 7536, 552, 2516
     a = gpu_helpers.rand(cp, (m, k), cp.float32, 98)
     b = gpu_helpers.rand(cp, (n, k), cp.float32, 99).T
-    _expect_tall(a, b, precision="tf32")
+    _expect_rule(a, b, "tall", precision="tf32")
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
