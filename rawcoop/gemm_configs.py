@@ -1071,10 +1071,10 @@ with it on the 128-row side only -1.6% out of sample (it won on 2-5-wave shapes,
 
 
 STREAM_K_MODEL_OVERHEAD = 0.0
-"""schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the split
-tiles' shorter k ranges); 0 prices it at its share.  Stop 30: where 128x256 stream-K at 48-191 k-blocks
-gave way to 192-row tiles or swap-AB, those ran faster on 22 of 26 shapes (+65% at most, losses <= 1.4%), so the model
-under-prices it; a value is for a rule_ab (bench/next_session.sh) to set."""
+"""schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the
+split tiles' shorter k ranges); 0 prices it at its share.  Stop 30: where 128x256 stream-K at 48-191
+k-blocks gave way to 192-row tiles or swap-AB, those ran faster on 22 of 26 shapes (+65% at most,
+losses <= 1.4%), so the model under-prices it; a value is for a rule_ab (bench/next_session.sh) to set."""
 
 
 def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,
