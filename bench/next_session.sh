@@ -167,6 +167,9 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     of a round): 16 random 16-bit shapes whose plan moves from 128x256 stream-K (>= 96 k-blocks) to
 #     192x192, 192x128 or swap-AB (0.23% of random shapes).  Stop 30 call 6 saw those moves +0.2% to +45%
 #     (5 of 5) at 96-191 k-blocks.  Prediction: >= 11 of 16 faster, geomean >= +4%.
+# (d) 128x192 tiles (built for 16-bit, `_block_n=192`, never a rule) where cuBLAS runs tile widths between
+#     our multiples of 64 (ncu, stop 30): bf16 TN, forced variants in the same rounds.  Prediction: 128x192
+#     (alone or in 2x1 clusters) beats auto on >= 2 of the 5 shapes - the first probe of the tile-width lead.
 add experiment 300 "$PY bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS={0:32,1:32,3:48,4:48}/{0:56,1:56,3:48,4:48}' \
 --rounds 7 --iters 20 --json $Q_OUT/ab_pp56.json --cases bf16:TN:2048x3584x3584,fp16:TN:2048x3584x3584,\
 fp16:TT:14912x480x2160,bf16:TN:1368x4080x2208,fp16:NT:13728x320x2232,fp16:NT:5120x1040x2320,bf16:NT:14368x296x2472,\
@@ -178,6 +181,9 @@ $PY bench/rule_ab.py --rule gemm_configs.STREAM_K_MODEL_OVERHEAD=0.0/0.25 --roun
 bf16:NT:14192x376x7064,fp16:TN:13928x280x7576,fp16:TT:4736x2176x8928,fp16:TN:5568x3432x9824,fp16:TT:11784x1104x9968,\
 bf16:TT:3480x2848x10272,fp16:NN:6368x1592x10400,bf16:NN:1104x10384x11488,bf16:TN:11072x1552x11872,\
 bf16:TT:13656x352x12544,bf16:TT:1760x3648x12864,fp16:TN:1888x3584x14080,fp16:NN:13808x376x15192; \
+$PY -m rawcoop bench --suite main --dtype bfloat16 --shapes 1024x4608x3584,2336x2536x1816,400x5560x3448,\
+1024x3584x3584,600x8808x2224 --variants auto,block_n=192,block_n=192:cluster=2x1 --rounds 5 --iters 20 \
+--json $Q_OUT/bench_192.json; \
 $PY bench/survey.py --dtype bfloat16 --seed 31 --json $Q_OUT/survey_bf16_s31.json; \
 $PY bench/survey.py --dtype float16 --seed 31 --json $Q_OUT/survey_fp16_s31.json"
 fi
