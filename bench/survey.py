@@ -3,6 +3,7 @@
     PYTHONPATH=$PWD python bench/survey.py [--set llm,random] [--random N] [--seed S] \
         [--dtype bfloat16] [--rounds 5] [--iters 10] [--timing batch] [--json out.json] [--worst 12]
     python bench/survey.py --list [--set ...]      # print the shapes only (no GPU)
+    python bench/survey.py --compare OLD.json NEW.json   # two runs: drift from the unchanged plans (no GPU)
 
 The bench (``rawcoop.bench``, main suite, TN) times every shape in alternating rounds against
 ``cupy.matmul``; this script chooses the shapes and sums the ratios up: geometric mean, quantiles,
@@ -74,18 +75,59 @@ def plan_label(cp, dt, m: int, n: int, k: int) -> str:
     return f"{plan.cfg.spec.label} grid={plan.grid[0]} {plan.decomposition}"
 
 
+def geomean(xs) -> float:
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def pitch_class(shape: str) -> str:
+    """The survey's problems are 16-bit TN: a's and b's rows are K x 2 bytes apart, D's N x 2.  "operand":
+    K = 8 mod 16 (the misaligned-pitch rule's class, gemm_configs.misaligned_pitch), "d": only D's pitch is
+    (N = 8 mod 16: no rule, stop 29), "aligned": neither."""
+    m, n, k = (int(x) for x in shape.split("x")[:3])
+    return "operand" if (2 * k) % 32 == 16 else "d" if (2 * n) % 32 == 16 else "aligned"
+
+
+HOST_MARGIN = 1.25
+"""gpu_bound: a row times the GPU when each side's time is at least this multiple of its host time per call."""
+
+
+def gpu_bound(row: dict) -> bool:
+    """Whether both sides of a row are GPU-bound (their time >= HOST_MARGIN x their host time per call; rows
+    without host times count as GPU-bound).  Batch timing still measures the host where a call's host path
+    is longer than its kernel: stop 30 saw every ~15 us row 1.4-1.7x slower on both sides in a run whose
+    host was slower (rawcoop 14.3 -> 24.7 us per call)."""
+    for side in ("rawcoop", "baseline"):
+        host = row.get(f"{side}_host_us")
+        if host and row[f"{side}_ms"] * 1e3 < HOST_MARGIN * host:
+            return False
+    return True
+
+
 def summarize(rows: list[dict], worst: int) -> dict:
     ratios = sorted(r["ratio"] for r in rows if r.get("ratio"))
     if not ratios:
         return {"count": 0}
     q = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else ratios * 9
+    classes = {}
+    for name in ("aligned", "operand", "d"):
+        xs = [r["ratio"] for r in rows if r.get("ratio") and gpu_bound(r) and pitch_class(r["shape"]) == name]
+        if xs:
+            classes[name] = {"count": len(xs), "geomean": geomean(xs), "under_0.97": sum(x < 0.97 for x in xs)}
+    gpu = [r["ratio"] for r in rows if r.get("ratio") and gpu_bound(r)]
     return {"count": len(ratios),
-            "geomean": math.exp(sum(math.log(x) for x in ratios) / len(ratios)),
+            "geomean": geomean(ratios),
+            "gpu_bound": {"count": len(gpu), "geomean": geomean(gpu) if gpu else None},
             "min": ratios[0], "p10": q[0], "median": statistics.median(ratios), "p90": q[-1], "max": ratios[-1],
             "under_0.97": sum(x < 0.97 for x in ratios), "under_1.0": sum(x < 1.0 for x in ratios),
+            "pitch_classes": classes,
             "worst": [{"shape": r["shape"], "ratio": r["ratio"], "tflops": r["rawcoop_tflops"],
                        "cublas_tflops": r["baseline_tflops"], "plan": r.get("plan")}
                       for r in sorted(rows, key=lambda r: r["ratio"])[:worst]]}
+
+
+CLASS_NAMES = {"aligned": "aligned pitches", "operand": "a/b pitch misaligned (K = 8 mod 16)",
+               "d": "only D's pitch misaligned (N = 8 mod 16)"}
 
 
 def format_summary(s: dict) -> str:
@@ -93,10 +135,58 @@ def format_summary(s: dict) -> str:
         return "no rows"
     lines = [f"{s['count']} shapes: geomean {s['geomean']:.3f}, min {s['min']:.3f}, p10 {s['p10']:.3f}, "
              f"median {s['median']:.3f}, p90 {s['p90']:.3f}, max {s['max']:.3f}; "
-             f"{s['under_0.97']} under 0.97, {s['under_1.0']} under 1.0", "worst:"]
+             f"{s['under_0.97']} under 0.97, {s['under_1.0']} under 1.0"]
+    gb = s.get("gpu_bound")
+    if gb and gb["count"] < s["count"]:
+        lines.append(f"  GPU-bound rows (both sides >= {HOST_MARGIN}x their host time): {gb['count']}, geomean "
+                     + (f"{gb['geomean']:.3f}" if gb["count"] else "-"))
+    for name, c in s.get("pitch_classes", {}).items():
+        lines.append(f"  GPU-bound, {CLASS_NAMES[name]}: {c['count']} shapes, geomean {c['geomean']:.3f}, "
+                     f"{c['under_0.97']} under 0.97")
+    lines.append("worst:")
     for w in s["worst"]:
         lines.append(f"  {w['shape']:>20s} {w['ratio']:.3f}  {w['tflops']:.0f} vs {w['cublas_tflops']:.0f} TFLOP/s  "
                      f"{w['plan']}")
+    return "\n".join(lines)
+
+
+def _plan_key(plan) -> str:
+    """A plan label without its grid and decomposition (the kernel configuration)."""
+    return (plan or "").split(" grid=")[0]
+
+
+def compare(old: dict, new: dict) -> dict:
+    """Two survey results (bench JSON with plans) on the same shapes, e.g. before and after a rule change
+    in two device calls.  Clocks and power drift between calls, so the shapes whose plan did not change
+    measure the drift (their geomean of new / old ratio, and cuBLAS's own time ratio); each changed shape's
+    new / old ratio is then given as is and divided by that drift."""
+    a = {r["shape"]: r for r in old["rows"] if r.get("ratio")}
+    b = {r["shape"]: r for r in new["rows"] if r.get("ratio")}
+    shared = [s for s in a if s in b]
+    if not shared:
+        raise ValueError("the two surveys have no shape in common")
+    same = [s for s in shared if _plan_key(a[s].get("plan")) == _plan_key(b[s].get("plan"))]
+    steady = [s for s in same if gpu_bound(a[s]) and gpu_bound(b[s])]      # host-bound rows measure the host
+    drift = geomean(b[s]["ratio"] / a[s]["ratio"] for s in steady) if steady else 1.0
+    changed = [{"shape": s, "old": a[s]["ratio"], "new": b[s]["ratio"], "change": b[s]["ratio"] / a[s]["ratio"],
+                "change_vs_drift": b[s]["ratio"] / a[s]["ratio"] / drift,
+                "old_plan": _plan_key(a[s].get("plan")), "new_plan": _plan_key(b[s].get("plan")),
+                "gpu_bound": gpu_bound(a[s]) and gpu_bound(b[s])}
+               for s in shared if s not in same]
+    return {"shared": len(shared), "same_plan": len(same), "steady": len(steady), "drift": drift,
+            "cublas_time_drift": geomean(b[s]["baseline_ms"] / a[s]["baseline_ms"] for s in steady or shared),
+            "changed": changed,
+            "changed_geomean_vs_drift": geomean(c["change_vs_drift"] for c in changed) if changed else None}
+
+
+def format_compare(c: dict) -> str:
+    lines = [f"{c['shared']} shapes in both, {c['same_plan']} with the same plan, {c['steady']} of those GPU-bound in "
+             f"both runs: their ratio moved {c['drift']:.3f}x (drift; cuBLAS time {c['cublas_time_drift']:.3f}x)",
+             f"{len(c['changed'])} changed plan" + (f", geomean change against the drift "
+                                                   f"{c['changed_geomean_vs_drift']:.3f}" if c["changed"] else "")]
+    for x in sorted(c["changed"], key=lambda x: x["change_vs_drift"]):
+        lines.append(f"  {x['shape']:>20s} {x['old']:.3f} -> {x['new']:.3f}  ({x['change_vs_drift']:.3f} against "
+                     f"the drift{'' if x['gpu_bound'] else '; host-bound'})  {x['old_plan']} -> {x['new_plan']}")
     return "\n".join(lines)
 
 
@@ -114,7 +204,18 @@ def main(argv=None) -> int:
     ap.add_argument("--worst", type=int, default=12)
     ap.add_argument("--json")
     ap.add_argument("--list", action="store_true", help="print the shapes and exit (no GPU)")
+    ap.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
+                    help="compare two survey JSON files (no GPU): the shapes whose plan stayed give the drift "
+                         "between the runs, the changed ones are shown against it")
     args = ap.parse_args(argv)
+    if args.compare:
+        try:
+            docs = [json.loads(Path(p).read_text()) for p in args.compare]
+            print(format_compare(compare(*docs)))
+        except (OSError, ValueError, KeyError) as e:
+            print(f"survey --compare: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         shapes = shapes_for([s.strip() for s in args.set.split(",") if s.strip()], args.random, args.seed)
     except ValueError as e:
