@@ -161,8 +161,9 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     2048x3584x3584 ping-pong ran +5% / +3% (bf16 / fp16) over that plan.  16 random shapes whose plan
 #     the change moves (0.6% of random 16-bit shapes) + 2048x3584x3584.  Prediction: >= 11 of 18 faster,
 #     geomean >= +2%; the 192x192 -> 128x128 cooperative class (no ping-pong: under 2 tiles per SM) loses.
-# (b) the survey in bf16 and fp16 on NEW random shapes (seed 31; stop 30's were seed 28): prediction geomean
-#     >= 1.03 each (stop 30, seed 28: 1.069 / 1.052), misaligned-pitch shapes still most of the worst ten.
+# (b) the survey in bf16 and fp16 on NEW random shapes (seed 31; stop 30's were seed 28): prediction: over the
+#     GPU-bound rows (the survey's second line) geomean >= 1.00 each (stop 30, seed 28: 1.015 / 1.017; all
+#     rows 1.069 / 1.052, inflated by host-bound short rows), misaligned-pitch shapes most of the worst ten.
 # (c) stream-K priced above its share in choose_tall's / swap's model (STREAM_K_MODEL_OVERHEAD 0 -> 0.25
 #     of a round): 16 random 16-bit shapes whose plan moves from 128x256 stream-K (>= 96 k-blocks) to
 #     192x192, 192x128 or swap-AB (0.23% of random shapes).  Stop 30 call 6 saw those moves +0.2% to +45%
