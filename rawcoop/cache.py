@@ -349,7 +349,7 @@ class KernelCache:
             if not isinstance(e.get("source"), str) or not isinstance(e.get("defines"), list):
                 unknown += 1
                 continue
-            out.append(KernelSpec(e["source"], e["kernel"], tuple(tuple(d) for d in e["defines"])))
+            out.append(KernelSpec.make(e["source"], e["kernel"], **dict(e["defines"])))
         return list(dict.fromkeys(out)), unknown
 
     def size_bytes(self) -> int:

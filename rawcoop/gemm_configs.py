@@ -1005,17 +1005,16 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
-        if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k):
-            return replace(wide, block_m=TALL_BLOCK_M, block_n=192, cluster_m=1, stages=0)
-        return wide
+        return as_tall(wide, 192) if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k) else wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "
                          f"_pingpong={pingpong!r}, block-scaled={bool(block)})")
+    from . import scheduler
     tiles = tile_count(km, kn, block_n, batch)
     stream_k = choose_stream_k(streamk, block_n=block_n, tiles=tiles, sm_count=sm_count, in_kind=kind_a,
                                swap=swap, block=block, splits=splits, cluster=(cluster_m, cluster_n),
-                               pingpong=pingpong, k_blocks=-(-k // bk))
+                               pingpong=pingpong, k_blocks=scheduler.cdiv(k, bk))
     pingpong = (bool(pingpong) if pingpong is not None else
                 not block and not stream_k and choose_pingpong(block_n, tiles, sm_count))
     if pingpong and block_n > 128:
@@ -1037,8 +1036,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         one_wave_sk = cfg.stream_k and tiles < sm_count
         tall_n = choose_tall(replace(cfg, stream_k=False) if one_wave_sk else cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
-            cfg = replace(cfg, block_m=TALL_BLOCK_M, block_n=tall_n, pingpong=False, stream_k=False,
-                          stages=0)            # 0: as many as fit (GemmConfig)
+            cfg = as_tall(cfg, tall_n)
         limit = swap_waves_limit(cfg, m, n, batch, kinds=kinds, out_fp32=out_fp32, block=block)
         if limit:
             swapped = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
@@ -1265,6 +1263,13 @@ def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_
     swap = choose_swap(swap, m, n, batch, sm_count, out_fp32=out_name == "float32", block=False)
     return _kernel_config(block_n or TALL_BLOCK_NS[-1], swap, kinds, kmajor, out_name, use_c, c_rowmajor,
                           bias_kind, activation, block_m=block_m)
+
+
+def as_tall(cfg: GemmConfig, block_n: int) -> GemmConfig:
+    """``cfg`` on 192-row tiles ``block_n`` wide: cooperative, without stream-K or a cluster, as many
+    stages as fit (stages 0, see GemmConfig)."""
+    return replace(cfg, block_m=TALL_BLOCK_M, block_n=block_n, pingpong=False, stream_k=False, cluster_m=1,
+                   cluster_n=1, stages=0)
 
 
 def _kernel_config(block_n, swap, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
