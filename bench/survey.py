@@ -84,8 +84,9 @@ def pitch_class(shape: str) -> str:
     """The survey's problems are 16-bit TN: a's and b's rows are K x 2 bytes apart, D's N x 2.  "operand":
     K = 8 mod 16 (the misaligned-pitch rule's class, gemm_configs.misaligned_pitch), "d": only D's pitch is
     (N = 8 mod 16: no rule, stop 29), "aligned": neither."""
+    from rawcoop.gemm_configs import misaligned_pitch
     m, n, k = (int(x) for x in shape.split("x")[:3])
-    return "operand" if (2 * k) % 32 == 16 else "d" if (2 * n) % 32 == 16 else "aligned"
+    return "operand" if misaligned_pitch(2 * k) else "d" if misaligned_pitch(2 * n) else "aligned"
 
 
 HOST_MARGIN = 1.25
@@ -109,12 +110,13 @@ def summarize(rows: list[dict], worst: int) -> dict:
     if not ratios:
         return {"count": 0}
     q = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else ratios * 9
+    gpu_rows = [r for r in rows if r.get("ratio") and gpu_bound(r)]
+    gpu = [r["ratio"] for r in gpu_rows]
     classes = {}
     for name in ("aligned", "operand", "d"):
-        xs = [r["ratio"] for r in rows if r.get("ratio") and gpu_bound(r) and pitch_class(r["shape"]) == name]
+        xs = [r["ratio"] for r in gpu_rows if pitch_class(r["shape"]) == name]
         if xs:
             classes[name] = {"count": len(xs), "geomean": geomean(xs), "under_0.97": sum(x < 0.97 for x in xs)}
-    gpu = [r["ratio"] for r in rows if r.get("ratio") and gpu_bound(r)]
     return {"count": len(ratios),
             "geomean": geomean(ratios),
             "gpu_bound": {"count": len(gpu), "geomean": geomean(gpu) if gpu else None},
