@@ -11,6 +11,7 @@ import pytest
 from rawcoop import scheduler
 from rawcoop.scheduler import Decomposition, decompose, decompose_stream_k
 
+from test_cluster_cpu import _auto_cluster      # plan_config of a bf16 problem, plain epilogue, 132 SMs
 from test_lowp_host import build, stub_planning, tn   # noqa: F401  (stub CuPy planning)
 
 
@@ -249,9 +250,7 @@ def test_stream_k_default_rule_exclusions(monkeypatch):
     assert not gc.choose_stream_k(None, **dict(base, k_blocks=15))
     assert gc.choose_stream_k(None, **dict(base, k_blocks=16))
     assert gc.choose_stream_k(True, **dict(base, k_blocks=3))              # forced stays forced
-    cfg = gc.plan_config(1920, 1920, 192, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True),
-                         out_name="bfloat16", use_c=False, c_rowmajor=True, bias_kind=0, activation=None,
-                         block=False)
+    cfg = _auto_cluster(1920, 1920, 192)
     assert not cfg.stream_k                                                # 3 k-blocks
     monkeypatch.setattr(gc, "STREAM_K_WIDE_MIN_K_BLOCKS", 0)
     assert gc.choose_stream_k(None, **dict(base, k_blocks=1))              # 0: any K
@@ -516,22 +515,18 @@ def test_stream_k_with_no_full_wave_switch(monkeypatch):
     from rawcoop import gemm_configs as gc
     base = dict(block_n=256, tiles=112, sm_count=132, in_kind=gc.BF16, k_blocks=296)
     assert gc.STREAM_K_ONE_WAVE_MIN_K_BLOCKS == 0 and not gc.choose_stream_k(None, **base)
-
-    def plan(m, n, k):
-        return gc.plan_config(m, n, k, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16",
-                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
-    assert not plan(1024, 3584, 18944).stream_k
+    assert not _auto_cluster(1024, 3584, 18944).stream_k
     monkeypatch.setattr(gc, "STREAM_K_ONE_WAVE_MIN_K_BLOCKS", 256)
     assert gc.choose_stream_k(None, **base)
     assert not gc.choose_stream_k(None, **dict(base, k_blocks=255))
     assert not gc.choose_stream_k(None, **dict(base, tiles=100))            # under 78% of the SMs
     assert not gc.choose_stream_k(None, **dict(base, block_n=128, pingpong=False))
     assert not gc.choose_stream_k(None, **dict(base, in_kind=gc.E4M3))
-    cfg = plan(1024, 3584, 18944)
+    cfg = _auto_cluster(1024, 3584, 18944)
     assert cfg.stream_k and (cfg.block_m, cfg.block_n) == (128, 256)
-    cfg = plan(2240, 1400, 46656)                                           # tall tiles stay
+    cfg = _auto_cluster(2240, 1400, 46656)                                           # tall tiles stay
     assert not cfg.stream_k and (cfg.block_m, cfg.block_n) == (gc.TALL_BLOCK_M, 128)
-    assert not plan(1024, 3584, 3584).stream_k                              # 56 k-blocks
+    assert not _auto_cluster(1024, 3584, 3584).stream_k                              # 56 k-blocks
 
 
 def test_stream_k_model_overhead_switch(monkeypatch):
@@ -542,8 +537,7 @@ def test_stream_k_model_overhead_switch(monkeypatch):
     assert gc.STREAM_K_MODEL_OVERHEAD == 0.0
 
     def plan(m, n, k):
-        return gc.plan_config(m, n, k, 1, 132, kinds=(gc.BF16, gc.BF16), kmajor=(True, False), out_name="bfloat16",
-                              use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
+        return _auto_cluster(m, n, k, kmajor=(True, False))       # TT
     cfg = plan(13656, 352, 12544)
     assert cfg.stream_k and (cfg.block_m, cfg.block_n) == (128, 256)
     base = gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, True)
