@@ -279,19 +279,19 @@ def test_warmup_from_command_line_errors(tmp_path):
 def test_committed_gpu_kernel_list_matches_the_kernels():
     """tests/gpu_kernels.json (the GPU suite's kernels, exported on the H200 and warmed up front by
     bench/next_session.sh) loads, names only kernels that exist, and every define it sets is one its
-    source or kernels/*.cuh declares (``#ifndef NAME``): a renamed define would make the list compile other kernels than
-    the tests run, silently - re-export it then (`python -m rawcoop cache export`)."""
+    source or kernels/*.cuh declares (``#ifndef NAME``): a renamed define would make the list compile
+    other kernels than the tests run, silently - re-export it then (`python -m rawcoop cache export`)."""
     import re
 
     from rawcoop.warmup import load_kernel_list
     specs = load_kernel_list(str(ROOT / "tests" / "gpu_kernels.json"))
     assert len(specs) >= 500
+    headers = "".join(h.read_text() for h in (ROOT / "kernels").glob("*.cuh"))
     declared = {}
     for spec in specs:
         if spec.source not in declared:
             text = (ROOT / "kernels" / spec.source).read_text()
             assert re.search(rf"__global__[\s\S]{{0,200}}?\b{spec.name}\s*\(", text), (spec.source, spec.name)
-            headers = "".join(h.read_text() for h in (ROOT / "kernels").glob("*.cuh"))
             declared[spec.source] = set(re.findall(r"#ifndef\s+([A-Z_][A-Z0-9_]*)", text + headers))
         unknown = set(dict(spec.defines)) - declared[spec.source]
         assert not unknown, (spec.label, unknown)
