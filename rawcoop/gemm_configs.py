@@ -263,7 +263,8 @@ def all_configs() -> list[GemmConfig]:
     column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
     large problems (swap_waves_limit; the latter cooperative and ping-pong:
-    the ping-pong tile rules also run on the swapped view)."""
+    the ping-pong tile rules also run on the swapped view), 128x192 with and
+    without stream-K (choose_width_192)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -276,6 +277,8 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(256, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(128, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(256, bf, ak, bk, stream_k=True))
+                out.append(GemmConfig(192, bf, ak, bk))                 # 128x192 (choose_width_192)
+                out.append(GemmConfig(192, bf, ak, bk, stream_k=True))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_m=2))
                 out.append(GemmConfig(256, bf, ak, bk, cluster_m=2))    # misaligned pitches (misaligned_pitch_config)
@@ -944,7 +947,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     tiles, 1x2 clusters); swap-AB (:func:`choose_swap`), tile width
     (:func:`choose_block_n`, at most 128 block-scaled), cluster (:func:`choose_cluster`), stream-K
     (:func:`choose_stream_k`), ping-pong (:func:`choose_pingpong`); then,
-    with nothing forced (``block_m`` included), 192-row tiles instead where
+    with nothing forced (``block_m`` included), 128x192 tiles instead of
+    128x256 where :func:`choose_width_192` says so, 192-row tiles instead where
     :func:`choose_tall` says so, and the swapped orientation instead where
     :func:`swap_waves_limit` and :func:`config_cost` say so.  Raises
     ValueError for forced options that no kernel combines.  One function for
@@ -1029,6 +1033,14 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         # One tile per CTA (one_row_narrow_fits; gemm falls back where fewer clusters are resident):
         # the staging buffers can live in the ring, which then holds 9 stages instead of 8.
         cfg = replace(cfg, epi_ring=True, stages=0)
+    if (block_m is None and nothing_forced and not paired and WIDTH_192_RATIO > 0 and cfg.block_n == 256
+            and cfg.cluster_size == 1 and ELEMENT_BYTES[kind_a] == 2):
+        # 128x192 tiles where their modelled schedule beats 128x256's (choose_width_192's rule)
+        narrow = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
+                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
+                             block_n=192, swap=swap, pitches=pitches)
+        if choose_width_192(cfg, narrow, km, kn, k, sm_count):
+            cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
     if block_m is None and nothing_forced:
         # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
         # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
@@ -1048,7 +1060,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     return cfg
 
 
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85}
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85}
 """Work per unit time of a tile shape relative to 128x256 (choose_tall's model; H200 bf16, stop 19:
 4096^3 192x192 642 vs 128x256 718 TFLOP/s at about equal rounds; 128x128 ~8% more power per FLOP than
 128x256, stop 14)."""
@@ -1068,11 +1080,14 @@ with it on the 128-row side only -1.6% out of sample (it won on 2-5-wave shapes,
 128x128 ones): tf32 stays without it (bench/NOTES.md, stop 21 calls 8-9)."""
 
 
-STREAM_K_MODEL_OVERHEAD = 0.0
+STREAM_K_MODEL_OVERHEAD = 0.25
 """schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the
 split tiles' shorter k ranges); 0 prices it at its share.  Stop 30: where 128x256 stream-K at 48-191
 k-blocks gave way to 192-row tiles or swap-AB, those ran faster on 22 of 26 shapes (+65% at most,
-losses <= 1.4%), so the model under-prices it; a value is for a rule_ab (bench/next_session.sh) to set."""
+losses <= 1.4%), so the model under-priced it.  Stop 31 (H200, rule_ab 0 -> 0.25, auto plans A/B in 7
+alternating rounds, bench/NOTES.md): on 16 random 16-bit shapes whose plan it moves (0.23% of random
+shapes) 14 faster, geomean +13.6% (128x256 stream-K -> 192x128 +16% to +38% on N <= 384, -> swap-AB
++2% to +16%, -> 192x192 -3.5% to +12.5%); prediction was >= 11 of 16, +4%."""
 
 
 def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,
@@ -1095,6 +1110,41 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
         if dec.splits >= 3 and dec.tiles_dp > 0:
             rounds += split_tail_overhead * (dec.splits - 1) / dec.splits
     return rounds * block_m * block_n / TILE_EFFICIENCY[(block_m, block_n)]
+
+
+WIDTH_192_RATIO = 1.0
+"""plan_config: 128x192 tiles instead of a 16-bit 128x256 choice without a cluster (choose_width_192) when
+the 128x192 plan (its own stream-K / split choice, no cluster) is modelled (:func:`config_cost`, 128x192
+as efficient as 128x256) at most this share of the 128x256 one's, K >= WIDTH_192_MIN_K and 192-wide
+columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less than 256-wide ones; 0: never.  Stop 31
+(H200, bench/NOTES.md): the oracle (bench/oracle.py, bf16 TN, 54 shapes) had 128x192 alone or in 2x1
+clusters best on 11 of the 34 shapes where the automatic plan left >= 3%; rule_ab of the model alone
+(ratio 1.0, no padding or K condition) 20 of 34 faster, +1.2% (8192^3 -2%, losses to -19% where 192
+pads more, e.g. N = 448); with the padding and K conditions, in sample 18 of 21, +7.4%, and out of sample
+(bench/rule_cases.py seed 61: 4.6% of random 16-bit shapes change plan) 17 of 24 faster, geomean +4.4%
+(+1% to +32%: N = 576 +32%, 128x256 stream-K -> 128x192 +6% to +14%; losses 2176x3648x1536 -7.4%,
+5504x1344x1664 -4.3%, the rest <= 1.8%); prediction was >= 16 of 24, +3%."""
+WIDTH_192_MIN_K = 1024
+WIDTH_192_MIN_PAD_GAIN = 0.02
+
+
+def padded(n: int, block: int) -> int:
+    """``n`` rounded up to whole ``block``-wide tiles."""
+    return -(-n // block) * block
+
+
+def choose_width_192(cfg: GemmConfig, narrow: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:
+    """Whether ``narrow`` (the 128x192 plan of the kernel's M x N x K) replaces the 128x256 choice
+    ``cfg`` (see WIDTH_192_RATIO): both without a cluster, K >= WIDTH_192_MIN_K, 192-wide tiles pad N
+    by more than WIDTH_192_MIN_PAD_GAIN x N less, and ``narrow``'s modelled schedule at most
+    WIDTH_192_RATIO of ``cfg``'s."""
+    if (WIDTH_192_RATIO <= 0 or cfg.block_n != 256 or cfg.cluster_size > 1 or narrow.cluster_size > 1
+            or k < WIDTH_192_MIN_K or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n):
+        return False
+    return (schedule_cost(m, n, k, sm_count, narrow.block_m, narrow.block_n, narrow.stream_k, narrow.block_k,
+                          split_tail_overhead(narrow))
+            <= WIDTH_192_RATIO * schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k,
+                                               cfg.block_k, split_tail_overhead(cfg)))
 
 
 def split_tail_overhead(cfg: GemmConfig) -> float:

@@ -302,6 +302,7 @@ def test_one_wave_rule_kinds(monkeypatch):
     def plan(kind, m, n, k, out="bfloat16", **kw):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
                               use_c=False, c_rowmajor=True, bias_kind=0, activation=None, **kw)
+    monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)      # (stop 31's 128x192 rule would take 1024x5760x2560)
     wide = plan(gc.BF16, 1024, 5760, 2560, block=False)           # 184 tiles, 39% second wave, K > 2048
     assert (wide.block_n, wide.pingpong) == (256, False)
     for kind in (gc.BF16, gc.FP16):

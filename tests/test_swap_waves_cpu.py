@@ -72,7 +72,8 @@ def test_rule_scope(monkeypatch):
     with 16-bit output only."""
     m, n, k = 7040, 896, 8192
     assert _auto(m, n, k, kmajor=(False, False)).d_colmajor      # any layout (16-bit MN-major operands)
-    assert _auto(m, n, k, out_name="float32").d_colmajor        # fp16/bf16 with fp32 out (stop 24)
+    assert _auto(2880, 1408, 2048, out_name="float32").d_colmajor   # fp16/bf16 with fp32 out (stop 24; 7040x896x8192
+    # runs 192x128 with fp32 out since stop 31's stream-K model term)
     m8, n8, k8 = 4352, 3904, 8192                                # e4m3 128x256 -> swapped (stop 23) ...
     assert _auto(m8, n8, k8, gc.E4M3).pingpong                   # ... ping-pong 128x128 since stop 26
     without_lowp_pingpong_rules(monkeypatch)

@@ -1,0 +1,96 @@
+"""GPU: 128x192 tiles (``_block_n=192`` on 128 rows, 16-bit inputs; since stop 31 also
+gemm_configs.choose_width_192's automatic choice where WIDTH_192_RATIO is set).  Against a float64
+reference with NaN-poisoned outputs: four layouts (B's MN-major 64-wide atoms: three per tile), both
+16-bit types, ragged M/N/K (N under one tile, N between 128 and 192, M not a multiple of 128),
+split-K spread and chained, stream-K, C row- and column-major with bias and activations, fp32 output,
+batches, swap-AB; reruns bit-identical (gpu_helpers.run_twice)."""
+import pytest
+
+import gpu_helpers
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 2e-3, "bfloat16": 1e-2}
+
+
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
+@pytest.mark.parametrize("m,n,k,kw", [
+    (1000, 1304, 520, {}), (128, 192, 64, {}), (776, 152, 1000, {}), (296, 40, 3000, {}),
+    (1024, 4608, 3584, {}), (1536, 768, 8192, dict(_splits=4)), (2504, 2104, 1000, dict(_splits=3)),
+    (1000, 2000, 6000, dict(_streamk=True)), (4000, 3000, 5000, dict(_streamk=True)),
+], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_width_192_tiles(m, n, k, kw, layout, dt_name):
+    """Forced 128x192 tiles: ragged shapes, split-K in one round (1536x768: 4 splits of 48 tiles) and
+    over rounds (2504x2104: 220 tiles, the serial chain), stream-K's partial wave."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 11)
+    plan = _plan_for(a, b, _block_n=192, **kw)
+    assert (plan.cfg.block_m, plan.cfg.block_n) == (128, 192) and not plan.cfg.pingpong
+    if kw.get("_streamk"):
+        assert plan.cfg.stream_k
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _block_n=192, **kw)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("out_name", ["bfloat16", "float32"])
+@pytest.mark.parametrize("c_order", ["row", "col"])
+@pytest.mark.parametrize("layout", ["TN", "NT"])
+def test_width_192_epilogue(out_name, c_order, layout):
+    """C (row- or column-major), bias along N, gelu / silu / relu, alpha and beta, with split-K and
+    stream-K too: the epilogue's three 64-column chunks and the C loader."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop._reference import activation as act64
+    dt, odt = gpu_helpers.dtype("bfloat16"), gpu_helpers.dtype(out_name)
+    m, n, k = 1000, 904, 4000
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 21)
+    c = (gpu_helpers.rand(cp, (m, n + (-n) % 8), odt, 23)[:, :n] if c_order == "row"
+         else gpu_helpers.rand(cp, (n, m + (-m) % 8), odt, 23)[:, :m].T)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 24)
+    for act, kw in (("gelu", {}), ("silu", dict(_splits=3)), ("relu", dict(_streamk=True))):
+        ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias,
+                    act)
+        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias,
+                                  activation=act, out_dtype=odt, _block_n=192, **kw)
+        gpu_helpers.assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
+
+
+def test_width_192_batched_and_swapped():
+    """A batch of 3 (b shared by the batch), and swap-AB (M <= 64: the kernel's rows are N, column-major
+    D, bias on the kernel's rows)."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("float16")
+    a = gpu_helpers.rand(cp, (3, 700, 1504), dt, 31)
+    b = gpu_helpers.rand(cp, (500, 1504), dt, 32).T
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (3, 700, 500), dt, _block_n=192)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
+    a = gpu_helpers.rand(cp, (48, 2000), dt, 33)
+    b = gpu_helpers.rand(cp, (3000, 2000), dt, 34).T
+    bias = gpu_helpers.rand(cp, (3000,), cp.float32, 35)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (48, 3000), dt, bias=bias, _block_n=192, _swap=True)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + bias, TOL["float16"])
+
+
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
+def test_auto_width_192(layout, dt_name):
+    """choose_width_192 (WIDTH_192_RATIO 1.0 since stop 31): the plan of 5248x576x2304 is 128x192 (192-wide
+    columns pad N = 576 not at all, 256-wide ones by a third; rule_ab +36% over 128x256), right and
+    deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device, gemm_configs
+    from rawcoop.gemm import _plan_for
+    m, n, k = 5248, 576, 2304
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 41)
+    plan = _plan_for(a, b)
+    if device.info(0).sm_count == 132:          # (the rule's model depends on the SM count)
+        assert (plan.cfg.block_m, plan.cfg.block_n) == (128, 192), plan.cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
