@@ -1,11 +1,12 @@
 """Random shapes whose automatic plan a rule change moves: the cases for a bench/rule_ab.py run.
 
     PYTHONPATH=$PWD python bench/rule_cases.py --rule gemm_configs.STREAM_K_MODEL_OVERHEAD=0.25/0.5 \
-        [--kinds bf16,fp16] [--layouts TN,NN,NT,TT] [--draws 20000] [--pick 16] [--seed 1] [--lo 256 --hi 16384]
+        [--kinds bf16,fp16] [--layouts TN,NN,NT,TT] [--draws 20000] [--pick 16] [--seed 1] [--lo 256 --hi 16384] [--step 64]
 
 No GPU: plans come from gemm_configs.plan_config (the function rawcoop.gemm plans with) on the H200's 132
-SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi] (multiples of 64),
-a kind and a layout from the lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
+SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi], multiples of
+``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16), and a kind and a layout from the
+lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
 the decomposition's splits) differs between the rule's value A and value B are counted, grouped by
 transition, and ``--pick`` of them (sampled with ``--seed`` + 1, sorted by K) are printed as one
 ``--cases`` list for rule_ab.  A sample drawn here is out of sample for the rule only if the rule was not
@@ -42,12 +43,12 @@ def plan_key(kind: str, layout: str, m: int, n: int, k: int) -> tuple[str, int]:
     return rule_ab.config_label(cfg), splits
 
 
-def changed_cases(rules, kinds, layouts, draws: int, seed: int, lo: int, hi: int):
+def changed_cases(rules, kinds, layouts, draws: int, seed: int, lo: int, hi: int, step: int = 64):
     """(case text, plan under A, plan under B) for each draw whose plan the rules move."""
     rng = random.Random(seed)
 
     def draw():
-        return max(64, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / 64)) * 64)
+        return max(step, int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / step)) * step)
     out = []
     saved = [getattr(mod, name) for mod, name, _, _ in rules]
     try:
@@ -79,6 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lo", type=int, default=256)
     ap.add_argument("--hi", type=int, default=16384)
+    ap.add_argument("--step", type=int, default=64, help="M, N, K are multiples of this (8: misaligned pitches too)")
     args = ap.parse_args(argv)
     try:
         rules = [rule_ab.parse_rule(r) for r in args.rule]
@@ -90,12 +92,13 @@ def main(argv=None) -> int:
         for x in layouts:
             if x not in gc.LAYOUTS:
                 raise ValueError(f"--layouts: {x!r} is not one of {', '.join(gc.LAYOUTS)}")
-        if not kinds or not layouts or args.draws < 1 or args.pick < 0 or not 64 <= args.lo <= args.hi:
-            raise ValueError("need kinds, layouts, --draws >= 1, --pick >= 0 and 64 <= --lo <= --hi")
+        if (not kinds or not layouts or args.draws < 1 or args.pick < 0 or not 64 <= args.lo <= args.hi
+                or args.step not in (8, 16, 32, 64)):
+            raise ValueError("need kinds, layouts, --draws >= 1, --pick >= 0, 64 <= --lo <= --hi and --step 8, 16, 32 or 64")
     except ValueError as e:
         print(f"rule_cases.py: {e}", file=sys.stderr)
         return 2
-    ch = changed_cases(rules, kinds, layouts, args.draws, args.seed, args.lo, args.hi)
+    ch = changed_cases(rules, kinds, layouts, args.draws, args.seed, args.lo, args.hi, args.step)
     print(f"{len(ch)} of {args.draws} draws change plan ({100 * len(ch) / args.draws:.2f}%)")
     for (a, b), count in collections.Counter((c[1], c[2]) for c in ch).most_common(12):
         print(f"  {count:5d}  {a[0]} splits {a[1]}  ->  {b[0]} splits {b[1]}")

@@ -879,9 +879,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule 'gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS=",
-        f"python bench/survey.py --dtype bfloat16 --seed 31 --json {out}/survey_bf16_s31.json",
-        f"python bench/survey.py --dtype float16 --seed 31 --json {out}/survey_fp16_s31.json",
+        "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 34",
+        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_RATIO=0.9/1.0",
+        f"python bench/survey.py --dtype bfloat16 --seed 35 --json {out}/survey_bf16_s35.json",
+        f"python bench/survey.py --dtype float16 --seed 35 --json {out}/survey_fp16_s35.json",
     ])
     assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)

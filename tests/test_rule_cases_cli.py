@@ -1,0 +1,54 @@
+"""bench/rule_cases.py (no GPU): the random shapes whose plan a rule change moves, as rule_ab cases; and
+bench/oracle.py's argument checks (before any GPU use)."""
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_changed_cases_are_exactly_the_moved_plans():
+    import rule_ab
+    import rule_cases
+    rules = [rule_ab.parse_rule("gemm_configs.WIDTH_192_RATIO=0.0/1.0")]
+    from rawcoop import gemm_configs as gc
+    before = gc.WIDTH_192_RATIO
+    ch = rule_cases.changed_cases(rules, ["bf16", "fp16"], ["TN", "NT"], 400, 5, 256, 16384)
+    assert gc.WIDTH_192_RATIO == before                     # the constant restored
+    assert ch and all(a != b for _, a, b in ch)
+    assert all("128x192" in b[0] for _, _, b in ch)         # the rule only ever moves plans to 128x192
+    for case, a, _ in ch:
+        kind, layout, shape = case.split(":")
+        m, n, k = map(int, shape.split("x"))
+        assert m % 64 == 0 and n % 64 == 0 and k % 64 == 0
+        assert rule_cases.plan_key(kind, layout, m, n, k) != a    # the default (1.0) is B's plan
+    odd = rule_cases.changed_cases([rule_ab.parse_rule("gemm_configs.MISALIGNED_TALL_RATIO=0.9/1.0")],
+                                   ["bf16"], ["TN"], 2000, 7, 256, 16384, step=8)
+    # --step 8 draws misaligned pitches (K = 8 mod 16 for TN), whose 128x256 2x1 pairs the rule moves
+    assert odd and all(int(c.split("x")[-1]) % 16 == 8 and a[0] == "128x256 cl2" for c, a, _ in odd)
+
+
+def test_cli_prints_cases_and_refuses_bad_arguments():
+    r = _run("bench/rule_cases.py", "--rule", "gemm_configs.WIDTH_192_RATIO=0.0/1.0", "--draws", "300", "--pick", "3")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert "draws change plan" in lines[0]
+    assert len(lines[-1].split(",")) == 3 and all(c.count(":") == 2 for c in lines[-1].split(","))
+    for bad in (["--kinds", "int8"], ["--layouts", "XY"], ["--step", "12"], ["--lo", "32"]):
+        r = _run("bench/rule_cases.py", "--rule", "gemm_configs.WIDTH_192_RATIO=0.0/1.0", *bad)
+        assert r.returncode == 2 and "rule_cases.py:" in r.stderr, bad
+    r = _run("bench/rule_cases.py", "--rule", "gemm_configs.NO_SUCH=1/2")
+    assert r.returncode == 2 and "NO_SUCH" in r.stderr
+
+
+def test_oracle_refuses_bad_arguments_before_the_gpu():
+    r = _run("bench/oracle.py")
+    assert r.returncode == 2 and "need shapes" in r.stderr
+    r = _run("bench/oracle.py", "--shapes", "100x100x7")
+    assert r.returncode == 2 and "oracle:" in r.stderr
