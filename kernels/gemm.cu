@@ -360,6 +360,10 @@ static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 1
 static_assert((CLUSTER_M == 1 || CLUSTER_M == 2) && (CLUSTER_N == 1 || CLUSTER_N == 2) && RC_CLUSTER <= 2,
               "clusters: 1x1, 2x1 (CLUSTER_M = 2) or 1x2 (CLUSTER_N = 2)");
 static_assert(CLUSTER_M == 1 || BLOCK_N >= 128, "a 2x1 cluster splits B into halves of whole 64-wide atoms");
+static_assert(CLUSTER_M == 1 || B_KMAJOR || BLOCK_N % 128 == 0,
+              "a 2x1 cluster with N-major B: each CTA loads BLOCK_N / 128 whole 64-wide atoms (192 has 3)");
+static_assert(CLUSTER_N == 1 || A_KMAJOR || BLOCK_M % 128 == 0,
+              "a 1x2 cluster with M-major A: each CTA loads BLOCK_M / 128 whole 64-wide atoms");
 static_assert(SCALE_MODE == 0 || SCALE_MODE == 1, "SCALE_MODE: 0 per-tensor, 1 block-scaled");
 static_assert(!RC_BLOCK_SCALED || RC_FP8, "block scales (SCALE_MODE 1) are for fp8 inputs");
 static_assert(!RC_BLOCK_SCALED || BLOCK_N <= 128,

@@ -1023,6 +1023,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                 not block and not stream_k and choose_pingpong(block_n, tiles, sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
+    b_kmajor_kernel = kmajor[0] if swap else kmajor[1]
+    if cluster_m == 2 and block_n % 128 and not b_kmajor_kernel:
+        raise ValueError(f"_cluster={cluster!r} (2x1: the pair splits B's tile into halves of whole 64-column "
+                         f"atoms) with _block_n={block_n} needs the kernel's B K-major; "
+                         f"{'a' if swap else 'b'} is {'M' if swap else 'N'}-major here (use _block_n 128 or 256)")
     if pingpong and block and block_n != 64:
         raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
                          f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")

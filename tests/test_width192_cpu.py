@@ -71,3 +71,26 @@ def test_2304x4224x16384_three_waves():
     / +3.6% (bf16 / fp16) - a miss of the model, kept here so that a change of it shows)"""
     cfg = _auto(2304, 4224, 16384)
     assert (cfg.block_m, cfg.block_n) == (128, 192)
+
+
+@pytest.mark.parametrize("layout", ["NT", "TT"])
+def test_forced_192_pairs_need_k_major_b(layout):
+    """A 2x1 pair splits B's tile into halves of whole 64-column atoms: 192 has three, so with N-major B
+    a forced 128x192 2x1 plan is refused before any launch (it would have left an atom unloaded); K-major
+    B (96 rows each) and 1x2 are fine."""
+    with pytest.raises(ValueError, match=r"_cluster=\(2, 1\).*_block_n=192.*K-major"):
+        _auto(4000, 3000, 4000, kmajor=gc.LAYOUTS[layout], block_n=192, cluster=(2, 1))
+    other = {"NT": "NN", "TT": "TN"}[layout]
+    assert _auto(4000, 3000, 4000, kmajor=gc.LAYOUTS[other], block_n=192, cluster=(2, 1)).cluster == (2, 1)
+    assert _auto(4000, 3000, 4000, kmajor=gc.LAYOUTS[layout], block_n=192, cluster=(1, 2)).cluster == (1, 2)
+    assert _auto(4000, 3000, 4000, kmajor=gc.LAYOUTS[layout], block_n=256, cluster=(2, 1)).cluster == (2, 1)
+
+
+def test_kernel_refuses_192_pairs_with_n_major_b():
+    """The static_assert behind that rule (kernels/gemm.cu)."""
+    import re
+    from rawcoop import compiler
+    bad = gc.GemmConfig(192, gc.BF16, True, False, cluster_m=2)
+    with pytest.raises(compiler.CompileError, match=re.escape("a 2x1 cluster with N-major B")):
+        compiler.compile_spec(bad.spec)
+    assert compiler.compile_spec(gc.GemmConfig(192, gc.BF16, True, True, cluster_m=2).spec).cubin
