@@ -152,10 +152,8 @@ def main(argv=None) -> int:
     except ValueError as e:
         print(f"oracle: {e}", file=sys.stderr)
         return 2
-    try:
-        b = bench.Bench(args)
-    except Exception as e:  # noqa: BLE001 - no CuPy, no GPU, no driver: one line, not a traceback
-        print(f"oracle: no usable GPU ({type(e).__name__}: {e})", file=sys.stderr)
+    b = rule_ab.open_bench(args, "oracle")
+    if b is None:
         return 1
     print(f"oracle on {b.info.name} ({b.info.sm_count} SMs), {args.dtype} {args.layout}, {len(shapes)} shapes",
           flush=True)

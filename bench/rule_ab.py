@@ -198,6 +198,15 @@ def summary(rows) -> str:
             f"B faster on {sum(x > 1 for x in timed)}; {len(rows) - len(timed)} unchanged")
 
 
+def open_bench(args, prog: str):
+    """``rawcoop.bench.Bench(args)``, or None after one line on stderr (no CuPy, no GPU, no driver)."""
+    try:
+        return bench.Bench(args)
+    except Exception as e:  # noqa: BLE001 - one line, not a traceback
+        print(f"{prog}: no usable GPU ({type(e).__name__}: {e})", file=sys.stderr)
+        return None
+
+
 def build_parser():
     ap = argparse.ArgumentParser(prog="bench/rule_ab.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,10 +231,8 @@ def main(argv=None) -> int:
     if not cases or args.rounds < 1 or args.iters < 1:
         print("rule_ab: need at least one case, --rounds >= 1 and --iters >= 1", file=sys.stderr)
         return 2
-    try:
-        b = bench.Bench(args)
-    except Exception as e:  # noqa: BLE001 - no CuPy, no GPU, no driver: one line, not a traceback
-        print(f"rule_ab: no usable GPU ({type(e).__name__}: {e})", file=sys.stderr)
+    b = open_bench(args, "rule_ab")
+    if b is None:
         return 1
     info = b.info
     print(f"rule_ab on {info.name} ({info.sm_count} SMs): "

@@ -52,3 +52,15 @@ def test_oracle_refuses_bad_arguments_before_the_gpu():
     assert r.returncode == 2 and "need shapes" in r.stderr
     r = _run("bench/oracle.py", "--shapes", "100x100x7")
     assert r.returncode == 2 and "oracle:" in r.stderr
+
+
+def test_oracle_without_a_gpu_says_so_in_one_line():
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            import pytest
+            pytest.skip("a GPU is present: the oracle would run")
+    except Exception:       # noqa: BLE001 - no CuPy or no driver: no GPU either
+        pass
+    r = _run("bench/oracle.py", "--shapes", "256x256x256")
+    assert r.returncode == 1 and r.stderr.startswith("oracle: no usable GPU") and "Traceback" not in r.stderr
