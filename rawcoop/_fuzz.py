@@ -180,6 +180,8 @@ STREAMK_SHARE = 0.12
 """Share of cases that force stream-K (``_streamk=True``) where it is allowed."""
 TALL_SHARE = 0.12
 """Share of cases that force 192-row tiles (``_block_m=192``) where they are allowed."""
+WIDE192_SHARE = 0.10
+"""Share of 16-bit cases that force 128x192 tiles (``_block_n=192``, since stop 31) where they are allowed."""
 
 
 @dataclass(frozen=True)
@@ -520,11 +522,15 @@ def draw(seed: int, index: int) -> Problem:
     # 192-row tiles likewise from a generator of their own, where a tall kernel exists.
     tall = (random.Random(f"rawcoop-fuzz-tall:{seed}:{index}").random() < TALL_SHARE and rec.scale_mode != "block"
             and not streamk and rec.cluster is None and not rec.pingpong and rec.block_n in (None, 128))
+    # 128x192 tiles (16-bit only) likewise, where the recipe leaves the width open or 128/256 and forces
+    # no 2x1 cluster (whose halves of a 192-wide N-major B would not be whole atoms) and no ping-pong.
+    wide192 = (random.Random(f"rawcoop-fuzz-wide192:{seed}:{index}").random() < WIDE192_SHARE and not lowp
+               and not tall and rec.cluster != 2 and not rec.pingpong and rec.block_n in (None, 128, 256))
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
-                   splits=splits, block_n=rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
+                   splits=splits, block_n=192 if wide192 else rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
                    pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, streamk=streamk,
                    block_m=192 if tall else None, **extra)
 
