@@ -1381,7 +1381,7 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
 def tuning_candidates(plan) -> list[dict]:
     """What ``rawcoop.tune`` times for a problem: the heuristic's choice (all
     None), then tile width (with ping-pong on and off for 128x128; 128x64 too
-    when the kernel's M fits one tile row) x raster
+    when the kernel's M fits one tile row; 128x192 for 16-bit inputs) x raster
     group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N), and
     for M > 128 the 192x192 and 192x128 tiles (un-swapped,
     cooperative) x group x split-K.  Block-scaled fp8: 128x128 cooperative
@@ -1392,9 +1392,10 @@ def tuning_candidates(plan) -> list[dict]:
     k_blocks = cdiv(plan.k, getattr(cfg, "block_k", BLOCK_K))
     block_scaled = getattr(cfg, "block_scaled", False)
     split_settings = [s for s in (None, 1, 2, 4) if s is None or s <= k_blocks]
+    wide_192 = ((192, False),) if ELEMENT_BYTES[getattr(cfg, "in_kind", BF16)] == 2 else ()   # 16-bit only
     for swap in ((True, False) if plan.swap_ok else (False,)):
         narrow = plan.m if swap else plan.n
-        tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)))
+        tiles = (((64, False),) if narrow <= 64 else ((128, True), (128, False), (256, False)) + wide_192)
         if narrow > 64 and plan.m <= BLOCK_M:     # (never swapped: swap-AB means M <= 64)
             tiles += ((64, False),)         # one tile row: 128x64 over the whole K (choose_block_n's one-row rule)
         if block_scaled:                    # 128x128 cooperative, 128x64 cooperative or ping-pong only

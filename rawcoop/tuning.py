@@ -58,11 +58,12 @@ def _valid(choice) -> bool:
         return False
     bn, group, swap, splits, pp, sk, bm = (choice.get(k) for k in CHOICE_KEYS)
     tall = bm == TALL_BLOCK_M
-    return (bm in (None, BLOCK_M, TALL_BLOCK_M) and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS))
+    return (bm in (None, BLOCK_M, TALL_BLOCK_M)
+            and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS, 192))   # 128x192: 16-bit (gemm checks)
             and not (tall and (pp or sk))
             and (group is None or (type(group) is int and 1 <= group <= 64))
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
-            and pp in (None, True, False) and not (pp and bn == 256)
+            and pp in (None, True, False) and not (pp and bn in (192, 256))
             and sk in (None, True, False) and not (sk and (pp or splits is not None)))
 
 
