@@ -1023,28 +1023,27 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                 not block and not stream_k and choose_pingpong(block_n, tiles, sm_count))
     if pingpong and block_n > 128:
         raise ValueError(f"_pingpong needs a tile of at most 128 columns, got {block_n}")
-    b_kmajor_kernel = kmajor[0] if swap else kmajor[1]
-    if cluster_m == 2 and block_n % 128 and not b_kmajor_kernel:
-        raise ValueError(f"_cluster={cluster!r} (2x1: the pair splits B's tile into halves of whole 64-column "
-                         f"atoms) with _block_n={block_n} needs the kernel's B K-major; "
-                         f"{'a' if swap else 'b'} is {'M' if swap else 'N'}-major here (use _block_n 128 or 256)")
     if pingpong and block and block_n != 64:
         raise ValueError(f"_pingpong with block-scaled fp8 needs _block_n=64 (two 64-row halves of accumulators "
                          f"and promotion temporaries per consumer must fit in 128 registers), got {block_n}")
     cfg = _kernel_config(block_n, swap, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                          cluster_m=cluster_m, pingpong=pingpong, cluster_n=cluster_n, scale_mode=int(block),
                          stream_k=stream_k)
+    if cfg.cluster_m == 2 and cfg.block_n % 128 and not cfg.b_kmajor:
+        raise ValueError(f"_cluster={cluster!r} (2x1: the pair splits B's tile into halves of whole 64-column "
+                         f"atoms) with _block_n={block_n} needs the kernel's B K-major; "
+                         f"{'a' if swap else 'b'} is {'M' if swap else 'N'}-major here (use _block_n 128 or 256)")
     if paired and not use_c:
         # One tile per CTA (one_row_narrow_fits; gemm falls back where fewer clusters are resident):
         # the staging buffers can live in the ring, which then holds 9 stages instead of 8.
         cfg = replace(cfg, epi_ring=True, stages=0)
-    if (block_m is None and nothing_forced and not paired and WIDTH_192_RATIO > 0 and cfg.block_n == 256
-            and cfg.cluster_size == 1 and ELEMENT_BYTES[kind_a] == 2):
-        # 128x192 tiles where their modelled schedule beats 128x256's (choose_width_192's rule)
-        narrow = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
-                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
-                             block_n=192, swap=swap, pitches=pitches)
-        if choose_width_192(cfg, narrow, km, kn, k, sm_count):
+    if block_m is None and nothing_forced and not paired:
+        # 128x192 tiles where they pad N less and their modelled schedule is no longer (choose_width_192)
+        narrow = choose_width_192(cfg, lambda: plan_config(
+            m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
+            c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=192, swap=swap,
+            pitches=pitches), km, kn, k, sm_count)
+        if narrow is not None:
             cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
     if block_m is None and nothing_forced:
         # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
@@ -1135,21 +1134,25 @@ WIDTH_192_MIN_PAD_GAIN = 0.02
 
 def padded(n: int, block: int) -> int:
     """``n`` rounded up to whole ``block``-wide tiles."""
-    return -(-n // block) * block
+    from .scheduler import cdiv
+    return cdiv(n, block) * block
 
 
-def choose_width_192(cfg: GemmConfig, narrow: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:
-    """Whether ``narrow`` (the 128x192 plan of the kernel's M x N x K) replaces the 128x256 choice
-    ``cfg`` (see WIDTH_192_RATIO): both without a cluster, K >= WIDTH_192_MIN_K, 192-wide tiles pad N
-    by more than WIDTH_192_MIN_PAD_GAIN x N less, and ``narrow``'s modelled schedule at most
-    WIDTH_192_RATIO of ``cfg``'s."""
-    if (WIDTH_192_RATIO <= 0 or cfg.block_n != 256 or cfg.cluster_size > 1 or narrow.cluster_size > 1
+def choose_width_192(cfg: GemmConfig, narrow, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
+    """The 128x192 plan to run instead of the 128x256 choice ``cfg`` (on the kernel's M x N x K), or None
+    (see WIDTH_192_RATIO): ``cfg`` 16-bit without a cluster, K >= WIDTH_192_MIN_K, 192-wide tiles pad N
+    by more than WIDTH_192_MIN_PAD_GAIN x N less, and the 128x192 plan - ``narrow()``, built only when
+    those hold - without a cluster and modelled at most WIDTH_192_RATIO of ``cfg``'s schedule."""
+    if (WIDTH_192_RATIO <= 0 or cfg.block_n != 256 or cfg.cluster_size > 1 or ELEMENT_BYTES[cfg.in_kind] != 2
             or k < WIDTH_192_MIN_K or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n):
-        return False
-    return (schedule_cost(m, n, k, sm_count, narrow.block_m, narrow.block_n, narrow.stream_k, narrow.block_k,
-                          split_tail_overhead(narrow))
-            <= WIDTH_192_RATIO * schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k,
-                                               cfg.block_k, split_tail_overhead(cfg)))
+        return None
+    alt = narrow()
+    shorter = (alt.cluster_size == 1
+               and schedule_cost(m, n, k, sm_count, alt.block_m, alt.block_n, alt.stream_k, alt.block_k,
+                                 split_tail_overhead(alt))
+               <= WIDTH_192_RATIO * schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k,
+                                                  cfg.block_k, split_tail_overhead(cfg)))
+    return alt if shorter else None
 
 
 def split_tail_overhead(cfg: GemmConfig) -> float:

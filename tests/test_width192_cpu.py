@@ -56,13 +56,13 @@ def test_choose_width_192_conditions(monkeypatch):
     wide = gc.GemmConfig(256, gc.BF16)
     narrow = gc.GemmConfig(192, gc.BF16)
     assert gc.padded(576, 256) == 768 and gc.padded(576, 192) == 576 and gc.padded(1, 192) == 192
-    assert gc.choose_width_192(wide, narrow, 5248, 576, 2304, 132)
-    assert not gc.choose_width_192(wide, narrow, 5248, 576, 512, 132)              # short K
-    assert not gc.choose_width_192(wide, narrow, 5248, 512, 2304, 132)             # 256 pads less
-    assert not gc.choose_width_192(gc.GemmConfig(256, gc.BF16, cluster_m=2), narrow, 5248, 576, 2304, 132)
-    assert not gc.choose_width_192(gc.GemmConfig(128, gc.BF16), narrow, 5248, 576, 2304, 132)
+    assert gc.choose_width_192(wide, lambda: narrow, 5248, 576, 2304, 132) is narrow
+    assert not gc.choose_width_192(wide, lambda: narrow, 5248, 576, 512, 132)              # short K
+    assert not gc.choose_width_192(wide, lambda: narrow, 5248, 512, 2304, 132)             # 256 pads less
+    assert not gc.choose_width_192(gc.GemmConfig(256, gc.BF16, cluster_m=2), lambda: narrow, 5248, 576, 2304, 132)
+    assert not gc.choose_width_192(gc.GemmConfig(128, gc.BF16), lambda: narrow, 5248, 576, 2304, 132)
     monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.5)                                # the model must agree
-    assert not gc.choose_width_192(wide, narrow, 5248, 576, 2304, 132)
+    assert not gc.choose_width_192(wide, lambda: narrow, 5248, 576, 2304, 132)
 
 
 def test_2304x4224x16384_three_waves():
