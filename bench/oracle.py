@@ -125,7 +125,8 @@ def summary(rows) -> list[str]:
         return ["no shapes"]
     gm = bench.geomean
     lines = [f"{len(rows)} shapes: auto vs cuBLAS geomean {gm(r['auto']['ratio'] for r in rows):.3f}, "
-             f"best vs cuBLAS {gm(r['best']['ratio'] for r in rows):.3f}, best/auto {gm(r['best']['vs_auto'] for r in rows):.3f}; "
+             f"best vs cuBLAS {gm(r['best']['ratio'] for r in rows):.3f}, "
+             f"best/auto {gm(r['best']['vs_auto'] for r in rows):.3f}; "
              f"{sum(r['best']['vs_auto'] >= 1.03 for r in rows)} shapes leave >= 3% (best/auto), "
              f"{sum(r['best']['ratio'] < 0.97 for r in rows)} under 0.97 of cuBLAS even at best"]
     wins = collections.Counter(r["best"]["label"] for r in rows if r["best"]["vs_auto"] >= 1.03)

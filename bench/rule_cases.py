@@ -1,7 +1,8 @@
 """Random shapes whose automatic plan a rule change moves: the cases for a bench/rule_ab.py run.
 
     PYTHONPATH=$PWD python bench/rule_cases.py --rule gemm_configs.STREAM_K_MODEL_OVERHEAD=0.25/0.5 \
-        [--kinds bf16,fp16] [--layouts TN,NN,NT,TT] [--draws 20000] [--pick 16] [--seed 1] [--lo 256 --hi 16384] [--step 64]
+        [--kinds bf16,fp16] [--layouts TN,NN,NT,TT] [--draws 20000] [--pick 16] [--seed 1] \
+        [--lo 256 --hi 16384] [--step 64]
 
 No GPU: plans come from gemm_configs.plan_config (the function rawcoop.gemm plans with) on the H200's 132
 SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi], multiples of
@@ -94,7 +95,8 @@ def main(argv=None) -> int:
                 raise ValueError(f"--layouts: {x!r} is not one of {', '.join(gc.LAYOUTS)}")
         if (not kinds or not layouts or args.draws < 1 or args.pick < 0 or not 64 <= args.lo <= args.hi
                 or args.step not in (8, 16, 32, 64)):
-            raise ValueError("need kinds, layouts, --draws >= 1, --pick >= 0, 64 <= --lo <= --hi and --step 8, 16, 32 or 64")
+            raise ValueError("need kinds, layouts, --draws >= 1, --pick >= 0, 64 <= --lo <= --hi "
+                             "and --step 8, 16, 32 or 64")
     except ValueError as e:
         print(f"rule_cases.py: {e}", file=sys.stderr)
         return 2

@@ -530,7 +530,8 @@ def draw(seed: int, index: int) -> Problem:
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
-                   splits=splits, block_n=192 if wide192 else rec.block_n, swap=rec.swap, cluster=rec.cluster, group=group, pdl=pdl,
+                   splits=splits, block_n=192 if wide192 else rec.block_n, swap=rec.swap, cluster=rec.cluster,
+                   group=group, pdl=pdl,
                    pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, streamk=streamk,
                    block_m=192 if tall else None, **extra)
 
