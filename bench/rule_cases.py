@@ -8,7 +8,7 @@ No GPU: plans come from gemm_configs.plan_config (the function rawcoop.gemm plan
 SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi], multiples of
 ``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16), and a kind and a layout from the
 lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
-the decomposition's splits) differs between the rule's value A and value B are counted, grouped by
+the decomposition) differs between the rule's value A and value B are counted, grouped by
 transition, and ``--pick`` of them (sampled with ``--seed`` + 1, sorted by K) are printed as one
 ``--cases`` list for rule_ab.  A sample drawn here is out of sample for the rule only if the rule was not
 fitted on it: use a new seed for every measurement.
@@ -19,6 +19,7 @@ import argparse
 import collections
 import math
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -31,17 +32,26 @@ from rawcoop import gemm_configs as gc, scheduler  # noqa: E402
 KINDS = {"bf16": (gc.BF16, "bfloat16"), "fp16": (gc.FP16, "float16"), "e4m3": (gc.E4M3, "bfloat16"),
          "tf32": (gc.TF32, "float32")}
 SM_COUNT = 132
+CLUSTER_SLOTS = 66       # 2-CTA clusters resident at once on the H200 (every kernel of two CTAs per cluster)
 
 
-def plan_key(kind: str, layout: str, m: int, n: int, k: int) -> tuple[str, int]:
-    """(the configuration's label, its decomposition's splits) of the automatic plan."""
+def plan_key(kind: str, layout: str, m: int, n: int, k: int) -> tuple[str, str]:
+    """(the configuration's label, its decomposition as rawcoop.gemm prints it) of the automatic plan;
+    clusters of two run on CLUSTER_SLOTS resident clusters (the H200's cuOccupancyMaxActiveClusters)."""
     ik, out = KINDS[kind]
     cfg = gc.plan_config(m, n, k, 1, SM_COUNT, kinds=(ik, ik), kmajor=gc.LAYOUTS[layout], out_name=out,
                          use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
     km, kn = (n, m) if cfg.d_colmajor else (m, n)
-    tiles = gc.tile_count(km, kn, cfg.block_n, 1, cfg.block_m)
-    splits = 1 if cfg.stream_k else scheduler.decompose(tiles, scheduler.cdiv(k, cfg.block_k), SM_COUNT).splits
-    return rule_ab.config_label(cfg), splits
+    slots = CLUSTER_SLOTS if cfg.cluster_size > 1 else SM_COUNT
+    sched = scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, None, 1, k=k, block_k=cfg.block_k,
+                               cluster=cfg.cluster, stream_k=cfg.stream_k, chain=cfg.pingpong)
+    return rule_ab.config_label(cfg), str(sched.decomposition)
+
+
+def splits_of(decomposition: str) -> str:
+    """'splits N' of a decomposition's text (stream-K: its pieces)."""
+    found = re.search(r"splits=(\d+)", decomposition)
+    return f"splits {found.group(1) if found else '?'}"
 
 
 def changed_cases(rules, kinds, layouts, draws: int, seed: int, lo: int, hi: int, step: int = 64):
@@ -102,8 +112,9 @@ def main(argv=None) -> int:
         return 2
     ch = changed_cases(rules, kinds, layouts, args.draws, args.seed, args.lo, args.hi, args.step)
     print(f"{len(ch)} of {args.draws} draws change plan ({100 * len(ch) / args.draws:.2f}%)")
-    for (a, b), count in collections.Counter((c[1], c[2]) for c in ch).most_common(12):
-        print(f"  {count:5d}  {a[0]} splits {a[1]}  ->  {b[0]} splits {b[1]}")
+    moves = collections.Counter(f"{a[0]} {splits_of(a[1])}  ->  {b[0]} {splits_of(b[1])}" for _, a, b in ch)
+    for move, count in moves.most_common(12):
+        print(f"  {count:5d}  {move}")
     picks = random.Random(args.seed + 1).sample(ch, min(args.pick, len(ch)))
     picks.sort(key=lambda c: int(c[0].rsplit("x", 1)[1]))
     for case, a, b in picks:

@@ -870,6 +870,8 @@ MISALIGNED_PITCH_KINDS = (FP16, BF16, TF32, E4M3, E5M2)
 MISALIGNED_PITCH_MIN_N = 512
 """misaligned_pitch_config: N of at least this (the narrowest measured; a narrow N keeps its 128x64 or
 128x128 tiles, which a 256-wide tile would mostly pad: N <= 64 problems are memory-bound on a)."""
+MISALIGNED_PITCH_MIN_FILL = 0.0
+"""misaligned_pitch_config: only where the 128x256 tiles outnumber this share of the SMs (0: any count)."""
 MISALIGNED_PITCH_MOD = 32
 """An operand's pitch (bytes between the lines TMA loads: rows of a K-major operand, K-rows of an
 MN-major one) is misaligned when ``pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2``: every
@@ -890,8 +892,8 @@ def misaligned_pitch(pitch: int) -> bool:
     return pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2
 
 
-def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int], pitches: tuple[int, int],
-                            swap: bool, block: bool) -> bool:
+def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
+                            pitches: tuple[int, int], swap: bool, block: bool) -> bool:
     """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
     misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
     swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N (plan_config asks only where
@@ -908,15 +910,20 @@ def misaligned_pitch_config(m: int, n: int, batch: int, *, kinds: tuple[int, int
         return False
     if block or swap or batch != 1 or m <= BLOCK_M or n < MISALIGNED_PITCH_MIN_N:
         return False
+    if tile_count(m, n, 256, 1) <= MISALIGNED_PITCH_MIN_FILL * sm_count:
+        return False
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 
 
 MISALIGNED_TALL_RATIO = 0.9
 """misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
-schedule model gives them at most this share of its time (0: never)."""
+schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
+an operand is MN-major."""
+MISALIGNED_TALL_RATIO_MN_MAJOR = 0.9
 
 
-def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K) -> bool:
+def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K,
+                         mn_major: bool = False) -> bool:
     """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs
     192x192 tiles (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters:
     M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9) of
@@ -929,11 +936,12 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     the rule, at 0.84 (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%.
     192x128 tiles, which choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88)
     they ran 29% slower than the rule (three 192-row tiles on M = 400)."""
-    if MISALIGNED_TALL_RATIO <= 0 or m < TALL_MIN_M:
+    ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
+    if ratio <= 0 or m < TALL_MIN_M:
         return False
     wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
     tall = schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, 192, block_k=block_k)
-    return tall <= MISALIGNED_TALL_RATIO * wide
+    return tall <= ratio * wide
 
 
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
@@ -1005,11 +1013,12 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
     if (nothing_forced and not paired and (cluster_m, cluster_n) == (1, 1)
-            and misaligned_pitch_config(m, n, batch, kinds=kinds, swap=swap, block=block,
+            and misaligned_pitch_config(m, n, batch, sm_count, kinds=kinds, swap=swap, block=block,
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
-        return as_tall(wide, 192) if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k) else wide
+        tall = misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor))
+        return as_tall(wide, 192) if tall else wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "
