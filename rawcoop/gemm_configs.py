@@ -944,6 +944,23 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     return tall <= ratio * wide
 
 
+MISALIGNED_WIDTH_192_RATIO = 0.0
+"""misaligned_width_192_fits: 128x192 tiles in 2x1 clusters instead of the misaligned-pitch rule's 128x256
+ones where 192-wide columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less and the schedule model
+gives them at most this share of 128x256's time (0: never)."""
+
+
+def misaligned_width_192_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K) -> bool:
+    """Whether a problem that takes the misaligned-pitch rule (and not its 192x192 tiles) runs 128x192 tiles
+    in 2x1 clusters instead of 128x256 ones (K-major B only: a 2x1 pair of N-major 192-wide B tiles cannot
+    split its three 64-column atoms): see MISALIGNED_WIDTH_192_RATIO."""
+    if MISALIGNED_WIDTH_192_RATIO <= 0 or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n:
+        return False
+    wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
+    narrow = schedule_cost(m, n, k, sm_count, BLOCK_M, 192, block_k=block_k)
+    return narrow <= MISALIGNED_WIDTH_192_RATIO * wide
+
+
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
@@ -1017,8 +1034,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
-        tall = misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor))
-        return as_tall(wide, 192) if tall else wide
+        if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
+            return as_tall(wide, 192)
+        if kmajor[1] and misaligned_width_192_fits(m, n, k, sm_count, block_k=wide.block_k):
+            return replace(wide, block_n=192)
+        return wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "

@@ -151,12 +151,12 @@ def test_misaligned_tall_where_192_tiles_fill_the_rounds(kind, kmajor, m, n, k):
     cfg = _plan(m, n, k, kind, kmajor=kmajor)
     assert _is_tall(cfg), cfg
     assert cfg == _plan(m, n, k, kind, kmajor=kmajor, block_m=gc.TALL_BLOCK_M)   # the forced 192x192 kernel
-    saved = gc.MISALIGNED_TALL_RATIO
+    saved = gc.MISALIGNED_TALL_RATIO, gc.MISALIGNED_TALL_RATIO_MN_MAJOR
     try:
-        gc.MISALIGNED_TALL_RATIO = 0
+        gc.MISALIGNED_TALL_RATIO = gc.MISALIGNED_TALL_RATIO_MN_MAJOR = 0
         assert _is_rule(_plan(m, n, k, kind, kmajor=kmajor))
     finally:
-        gc.MISALIGNED_TALL_RATIO = saved
+        gc.MISALIGNED_TALL_RATIO, gc.MISALIGNED_TALL_RATIO_MN_MAJOR = saved
 
 
 @pytest.mark.parametrize("m,n,k", [(760, 9104, 1176), (2336, 2536, 1816), (400, 5560, 3448), (1632, 808, 1496),
@@ -171,3 +171,58 @@ def test_misaligned_keeps_the_wide_pairs_elsewhere(m, n, k):
 def test_misaligned_tall_needs_tall_min_m():
     assert gc.misaligned_tall_fits(552, 7768, 648, 132)
     assert not gc.misaligned_tall_fits(gc.TALL_MIN_M - 8, 7768, 648, 132)
+
+
+def test_min_fill_leaves_small_problems_to_the_other_rules(monkeypatch):
+    """MISALIGNED_PITCH_MIN_FILL: the rule only where the 128x256 tiles outnumber that share of the SMs
+    (a few tiles do not saturate L2, the rule's premise); 0 takes any count."""
+    small, large = (768, 1280, 1032), (5120, 4096, 1032)          # 6 x 5 and 40 x 16 tiles of 128x256
+    monkeypatch.setattr(gc, "MISALIGNED_PITCH_MIN_FILL", 0.0)
+    assert _is_rule(_plan(*small)) and _is_rule(_plan(*large))
+    monkeypatch.setattr(gc, "MISALIGNED_PITCH_MIN_FILL", 0.5)
+    assert not _is_rule(_plan(*small)) and _is_rule(_plan(*large))
+    assert _is_rule(_plan(17 * 128, 4 * 256, 1032))                   # 68 tiles > 66
+    assert not _is_rule(_plan(16 * 128, 4 * 256, 1032))               # 64 tiles
+
+
+def _tall_ratio(m, n, k):
+    return (gc.schedule_cost(m, n, k, 132, gc.TALL_BLOCK_M, 192)
+            / gc.schedule_cost(m, n, k, 132, 128, 256))
+
+
+def test_tall_ratio_of_mn_major_layouts(monkeypatch):
+    """MISALIGNED_TALL_RATIO_MN_MAJOR decides 192x192 where an operand is MN-major, MISALIGNED_TALL_RATIO
+    where both are K-major.  M = 8 mod 16 and K = 8 mod 16 make the pitches misaligned in TN and NN."""
+    m, n, k = 3096, 1960, 4664                    # model ratio 0.948
+    assert 0.9 < _tall_ratio(m, n, k) <= 1.0
+    monkeypatch.setattr(gc, "MISALIGNED_PITCH_MIN_FILL", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO", 0.9)
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO_MN_MAJOR", 0.9)
+    assert _is_rule(_plan(m, n, k, kmajor=(True, True))) and _is_rule(_plan(m, n, k, kmajor=(False, True)))
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO_MN_MAJOR", 1.0)
+    assert _is_rule(_plan(m, n, k, kmajor=(True, True)))
+    assert _is_tall(_plan(m, n, k, kmajor=(False, True)))
+
+
+def _is_rule_192(cfg):
+    return (cfg.block_m == 128 and cfg.block_n == 192 and cfg.cluster == (2, 1) and not cfg.stream_k
+            and not cfg.pingpong and not cfg.d_colmajor)
+
+
+@pytest.mark.parametrize("kmajor", [(True, True), (False, True)], ids=["TN", "NN"])
+def test_width_192_pairs_where_they_pad_n_less(monkeypatch, kmajor):
+    """MISALIGNED_WIDTH_192_RATIO: 128x192 tiles in 2x1 clusters instead of the rule's 128x256 where
+    192-wide columns pad N by more than 2% of N less and the model has them no longer; K-major B only
+    (a pair of N-major 192-wide B tiles cannot split three 64-column atoms)."""
+    monkeypatch.setattr(gc, "MISALIGNED_PITCH_MIN_FILL", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO_MN_MAJOR", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_RATIO", 0.0)
+    m, n, k = 4808, 1912, 1656                    # N: 2048 vs 1920 padded
+    assert _is_rule(_plan(m, n, k, kmajor=kmajor))
+    monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_RATIO", 1.0)
+    cfg = _plan(m, n, k, kmajor=kmajor)
+    assert _is_rule_192(cfg), cfg
+    assert cfg == _plan(m, n, k, kmajor=kmajor, block_n=192, cluster=(2, 1))     # the forced kernel
+    assert _is_rule(_plan(m, n, k, kmajor=(kmajor[0], False)))                   # N-major B keeps 128x256
+    assert _is_rule(_plan(m, 2040, k, kmajor=kmajor))                            # 2048 vs 2112: no gain
