@@ -870,8 +870,13 @@ MISALIGNED_PITCH_KINDS = (FP16, BF16, TF32, E4M3, E5M2)
 MISALIGNED_PITCH_MIN_N = 512
 """misaligned_pitch_config: N of at least this (the narrowest measured; a narrow N keeps its 128x64 or
 128x128 tiles, which a 256-wide tile would mostly pad: N <= 64 problems are memory-bound on a)."""
-MISALIGNED_PITCH_MIN_FILL = 0.0
-"""misaligned_pitch_config: only where the 128x256 tiles outnumber this share of the SMs (0: any count)."""
+MISALIGNED_PITCH_MIN_FILL = 0.5
+"""misaligned_pitch_config: only where the 128x256 tiles outnumber this share of the SMs (0: any count).
+With fewer the loads do not saturate L2, the rule's premise, and the other rules' smaller tiles spread the
+work over more SMs.  H200, stop 32 (bench/NOTES.md): replayed on 92 measured oracle rows, 0.5 moved 13,
+11 faster (+29% to +44% at 536x2264x656, 864x1072x488, 592x640x584); out of sample (rule_ab, 18 shapes of
+bench/rule_cases.py seed 81, 13% of random step-8 shapes move) 15 of 18 faster, geomean +10.7%; the
+losses (-14% to -16%) NT/TT with K >= 3224 (688x2808x3224, 1680x984x4816, 984x648x7768)."""
 MISALIGNED_PITCH_MOD = 32
 """An operand's pitch (bytes between the lines TMA loads: rows of a K-major operand, K-rows of an
 MN-major one) is misaligned when ``pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2``: every
@@ -919,7 +924,11 @@ MISALIGNED_TALL_RATIO = 0.9
 """misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
 schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
 an operand is MN-major."""
-MISALIGNED_TALL_RATIO_MN_MAJOR = 0.9
+MISALIGNED_TALL_RATIO_MN_MAJOR = 1.0
+"""H200, stop 32: MISALIGNED_TALL_RATIO 0.9 -> 1.0 for every layout (rule_ab, 16 shapes of rule_cases seed
+71) ran 10 of 16 faster, +5.5%, but TN (both K-major) only 1 of 6 (-5% to -12%) and NN/NT/TT 9 of 10; with
+an operand MN-major only, out of sample (seed 83, NN/NT/TT): 13 of 16 faster, geomean +10.9% (to +37% at
+2032x2264x1512 and 944x4360x1896; losses 9656x1040x2872 -5.7%, 2856x2248x3248 -7.2%, 7416x816x11256 -1.6%)."""
 
 
 def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K,
