@@ -1,14 +1,14 @@
 """Replay a rule change on measured oracle rows, without a GPU: which of the timed plans it would pick.
 
     PYTHONPATH=$PWD python bench/oracle_replay.py ORACLE.json [...] \
-        [--rule gemm_configs.MISALIGNED_TALL_RATIO=1.0 ...] [--verbose]
+        [--rule gemm_configs.MISALIGNED_TALL_RATIO=1.0 ...] [--base module.NAME=VALUE ...] [--verbose]
 
 bench/oracle.py times, per shape, the automatic plan and every distinct forced plan in the same rounds
 and stores each plan's label ("128x256 cl2", "192x192", ...), its decomposition and its time relative to
 the automatic plan of that run (``vs_auto``).  This script plans each row again on the CPU
 (rule_cases.plan_key: gemm_configs.plan_config on 132 SMs, contiguous operands, no epilogue) with the
 rules set (``module.NAME=VALUE``, the value a literal of the constant's type; without --rule: the code as
-it is) and looks the plan up among the row's timed ones (same label and decomposition).  Printed: per changed row the recorded and the replayed plan and the replayed
+it is; --base sets the baseline column's rules the same way) and looks the plan up among the row's timed ones (same label and decomposition).  Printed: per changed row the recorded and the replayed plan and the replayed
 plan's time relative to the recorded automatic one; then the geomean over the rows whose plan was timed,
 and the rows whose replayed plan was not among the timed ones (those need a device run: rule_ab).
 
@@ -68,17 +68,20 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench/oracle_replay.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("oracle", nargs="+", help="bench/oracle.py --json files")
     ap.add_argument("--rule", action="append", default=[], metavar="module.NAME=VALUE")
+    ap.add_argument("--base", action="append", default=[], metavar="module.NAME=VALUE",
+                    help="settings of the baseline column (default: the code as it is)")
     ap.add_argument("--verbose", "-v", action="store_true", help="print every row, not only the changed ones")
     args = ap.parse_args(argv)
     try:
         settings = [parse_setting(r) for r in args.rule]
+        base_settings = [parse_setting(r) for r in args.base]
         rows = []
         for path in args.oracle:
             rows += json.loads(Path(path).read_text())["rows"]
     except (ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         print(f"oracle_replay.py: {e}", file=sys.stderr)
         return 2
-    base = replay(rows, [])
+    base = replay(rows, base_settings)
     new = replay(rows, settings)
     timed = []
     missing = []
@@ -95,7 +98,7 @@ def main(argv=None) -> int:
         gm = lambda xs: math.exp(sum(math.log(x) for x in xs) / len(xs))  # noqa: E731
         moved = [(a, b) for a, b in timed if a != b]
         print(f"{len(rows)} rows, {len(timed)} with both plans timed: vs recorded auto geomean "
-              f"{gm([a for a, _ in timed]):.4f} (code now) -> {gm([b for _, b in timed]):.4f} (rules); "
+              f"{gm([a for a, _ in timed]):.4f} (base) -> {gm([b for _, b in timed]):.4f} (rules); "
               f"{len(moved)} moved, {sum(b > a for a, b in moved)} of them faster, best possible "
               f"{gm([max(v['vs_auto'] for v in r['variants']) for r in rows]):.4f}")
     for case, label in missing:

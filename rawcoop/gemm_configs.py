@@ -956,14 +956,21 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
 MISALIGNED_WIDTH_192_RATIO = 0.0
 """misaligned_width_192_fits: 128x192 tiles in 2x1 clusters instead of the misaligned-pitch rule's 128x256
 ones where 192-wide columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less and the schedule model
-gives them at most this share of 128x256's time (0: never)."""
+gives them at most this share of 128x256's time (0: never), from K = MISALIGNED_WIDTH_192_MIN_K.  H200,
+stop 32: 0 -> 1.0 with any K out of sample (rule_ab, 16 shapes of rule_cases seed 85, MIN_FILL 0.5 on both
+sides) 9 of 16 faster, +4.6%: K >= 2664 8 of 11 faster (+3% to +36%: 6984x536x9784, 11832x1056x9264,
+4032x1552x12424; losses 2264x1664x5584 -9%, 1352x5688x13016 -5%), K <= 1080 1 of 5 (-1.5% to -4.5%).
+The oracle agrees at long K (bf16 TN 7696x1032x10904 +12%, 960x3016x10936 +20%, 2896x824x5848 +9%) but
+had 2392x1800x10104 -14% (bf16 TN and fp16 NN).  Off until measured with a K floor on new shapes."""
+MISALIGNED_WIDTH_192_MIN_K = 0
 
 
 def misaligned_width_192_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K) -> bool:
     """Whether a problem that takes the misaligned-pitch rule (and not its 192x192 tiles) runs 128x192 tiles
     in 2x1 clusters instead of 128x256 ones (K-major B only: a 2x1 pair of N-major 192-wide B tiles cannot
     split its three 64-column atoms): see MISALIGNED_WIDTH_192_RATIO."""
-    if MISALIGNED_WIDTH_192_RATIO <= 0 or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n:
+    if (MISALIGNED_WIDTH_192_RATIO <= 0 or k < MISALIGNED_WIDTH_192_MIN_K
+            or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n):
         return False
     wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
     narrow = schedule_cost(m, n, k, sm_count, BLOCK_M, 192, block_k=block_k)

@@ -19,18 +19,19 @@ def _variant(label, decomposition, vs_auto):
 
 
 def _rows(cases, rule, speed_b):
-    """Oracle rows for ``cases``: the plan under the code as it is (vs_auto 1.0) and, where the rule moves
-    it, the plan under the rule's B value (vs_auto ``speed_b``)."""
+    """Oracle rows for ``cases``: the plan under the rule's A value (vs_auto 1.0) and, where the rule moves
+    it, the plan under its B value (vs_auto ``speed_b``)."""
     import rule_ab
     import rule_cases
-    mod, name, _, value_b = rule_ab.parse_rule(rule)
+    mod, name, value_a, value_b = rule_ab.parse_rule(rule)
     rows = []
     for case in cases:
         kind, layout, m, n, k = rule_ab.parse_case(case)
-        a = rule_cases.plan_key(kind, layout, m, n, k)
         old = getattr(mod, name)
-        setattr(mod, name, value_b)
         try:
+            setattr(mod, name, value_a)
+            a = rule_cases.plan_key(kind, layout, m, n, k)
+            setattr(mod, name, value_b)
             b = rule_cases.plan_key(kind, layout, m, n, k)
         finally:
             setattr(mod, name, old)
@@ -48,21 +49,24 @@ def test_replay_picks_the_rules_timed_plan(tmp_path):
     rows = _rows(cases, "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.0/0.5", 1.25)
     assert len(rows[0]["variants"]) == 2 and len(rows[1]["variants"]) == 1
     assert rows[0]["auto"]["cfg"] == "128x256 cl2" and rows[0]["variants"][1]["cfg"] != "128x256 cl2"
-    setting = oracle_replay.parse_setting("gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
+    setting_a = oracle_replay.parse_setting("gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.0")
+    setting_b = oracle_replay.parse_setting("gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
     before = gc.MISALIGNED_PITCH_MIN_FILL
-    got = oracle_replay.replay(rows, [setting])
+    got = oracle_replay.replay(rows, [setting_b])
     assert gc.MISALIGNED_PITCH_MIN_FILL == before                    # the constant restored
     assert [g[3] for g in got] == [1.25, 1.0]
-    assert [g[3] for g in oracle_replay.replay(rows, [])] == [1.0, 1.0]
+    assert [g[3] for g in oracle_replay.replay(rows, [setting_a])] == [1.0, 1.0]
     path = tmp_path / "oracle.json"
     path.write_text(json.dumps({"rows": rows}))
-    r = _run("bench/oracle_replay.py", str(path), "--rule", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
+    args = ("bench/oracle_replay.py", str(path), "--base", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.0",
+            "--rule", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
+    r = _run(*args)
     assert r.returncode == 0, r.stderr
     assert "768x1280x1032" in r.stdout and "5120x4096x1032" not in r.stdout    # only the moved row printed
-    assert "1 moved, 1 of them faster" in r.stdout
+    assert "1 moved, 1 of them faster" in r.stdout and "1.0000 (base) -> 1.1180 (rules)" in r.stdout
     rows[0]["variants"].pop()                                         # the rule's plan was never timed
     path.write_text(json.dumps({"rows": rows}))
-    r = _run("bench/oracle_replay.py", str(path), "--rule", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
+    r = _run(*args)
     assert r.returncode == 0 and "not timed: bf16:TN:768x1280x1032" in r.stdout
 
 
