@@ -156,22 +156,22 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (prepared in stop 31):
-# (a) the oracle (bench/oracle.py) in fp16 NN on new random shapes (seed 34) + the seed-33 shapes' worst:
-#     how much the automatic plan leaves after stop 31's two rules.  Prediction: best/auto geomean <= 1.06
-#     (stop 31, bf16 TN before the rules: 1.081), the misaligned-pitch shapes most of the >= 3% ones.
-# (b) the misaligned-pitch class: MISALIGNED_TALL_RATIO 0.9 -> 1.0 (192x192 instead of the 128x256 2x1 pairs
-#     wherever the model has it no longer; stop 31's oracle: 192x192 beat the pairs by 6-27% on five of the
-#     misaligned shapes).  16 shapes from bench/rule_cases.py --step 8 --seed 71 (2.3% of random shapes
-#     move).  Prediction: >= 11 of 16 faster, geomean >= +3%.
-# (c) surveys seed 35 bf16 and fp16 (GPU-bound rows; prediction >= 1.01 each).
-add experiment 300 "$PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 34 \
---shapes 2456x1816x1608,3312x1032x3336,2392x1800x10104,4816x1912x1656,760x1856x6152,1024x3584x18944 \
---rounds 5 --iters 10 --json $Q_OUT/oracle_fp16_nn.json; \
-$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_RATIO=0.9/1.0 --rounds 7 --iters 20 \
---json $Q_OUT/ab_mis_tall.json --cases fp16:NT:952x13296x264,fp16:NT:14240x856x376,bf16:TT:3168x4376x896,bf16:TN:6560x960x968,bf16:TN:9688x528x1048,fp16:TN:14272x680x1720,bf16:NN:1456x4384x1800,fp16:NT:936x14800x1928,fp16:TT:7216x776x2560,bf16:TN:928x11640x4360,fp16:NN:9064x1096x5488,fp16:NT:536x1824x6280,fp16:TN:552x1896x6456,fp16:TN:1528x672x7416,bf16:NN:3320x3160x9208,fp16:NT:14872x872x16112; \
-$PY bench/survey.py --dtype bfloat16 --seed 35 --json $Q_OUT/survey_bf16_s35.json; \
-$PY bench/survey.py --dtype float16 --seed 35 --json $Q_OUT/survey_fp16_s35.json"
+# Experiment (prepared in stop 32):
+# (a) MISALIGNED_WIDTH_192_RATIO 0 -> 1.0 with MISALIGNED_WIDTH_192_MIN_K 2048 (128x192 2x1 pairs instead of the
+#     misaligned-pitch rule's 128x256 where 192 pads N less, K-major B, K >= 2048), 16 new shapes (rule_cases
+#     seed 91).  Stop 32 measured any K: 9 of 16, +4.6% (K >= 2664: 8 of 11).  Prediction: >= 11 of 16
+#     faster, geomean >= +3%.
+# (b) oracle fp16 NT (seed 38) and bf16 TT (seed 39) again: stop 32's JSON of these did not come back (the
+#     device tool returns 8 files).  Material for bench/oracle_replay.py; prediction: best/auto <= 1.08 each
+#     (stop 32: 1.072 and 1.109 before MISALIGNED_PITCH_MIN_FILL and the MN-major tall ratio).
+# (c) surveys seed 36, bf16 and fp16 (GPU-bound rows; prediction >= 1.02 each after stop 32's two rules).
+add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_WIDTH_192_RATIO=0.0/1.0 \
+--rule gemm_configs.MISALIGNED_WIDTH_192_MIN_K=2048/2048 --rounds 7 --iters 20 --json $Q_OUT/ab_mis_w192.json \
+--cases fp16:NN:11768x3640x2080,fp16:NN:4136x872x2136,fp16:TN:2104x3360x2728,bf16:TN:14104x1872x2872,bf16:NN:3096x1072x4248,bf16:TN:6008x520x5608,fp16:TN:5400x560x6072,bf16:NN:424x4384x7080,fp16:NN:6408x3424x7224,bf16:NN:1112x4896x7376,bf16:TN:9248x808x7800,bf16:NN:4472x2640x9400,fp16:TN:2352x3344x10424,bf16:NN:8136x4184x10816,bf16:NN:14648x4368x12840,bf16:TN:856x4360x14216; \
+$PY bench/oracle.py --dtype float16 --layout NT --random 32 --seed 38 --rounds 5 --iters 10 --json $Q_OUT/oracle_fp16_nt.json; \
+$PY bench/oracle.py --dtype bfloat16 --layout TT --random 32 --seed 39 --rounds 5 --iters 10 --json $Q_OUT/oracle_bf16_tt.json; \
+$PY bench/survey.py --dtype bfloat16 --seed 36 --json $Q_OUT/survey_bf16_s36.json; \
+$PY bench/survey.py --dtype float16 --seed 36 --json $Q_OUT/survey_fp16_s36.json"
 fi
 
 N=${#NAMES[@]}

@@ -879,10 +879,11 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 34",
-        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_RATIO=0.9/1.0",
-        f"python bench/survey.py --dtype bfloat16 --seed 35 --json {out}/survey_bf16_s35.json",
-        f"python bench/survey.py --dtype float16 --seed 35 --json {out}/survey_fp16_s35.json",
+        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_WIDTH_192_RATIO=0.0/1.0",
+        "python bench/oracle.py --dtype float16 --layout NT --random 32 --seed 38",
+        "python bench/oracle.py --dtype bfloat16 --layout TT --random 32 --seed 39",
+        f"python bench/survey.py --dtype bfloat16 --seed 36 --json {out}/survey_bf16_s36.json",
+        f"python bench/survey.py --dtype float16 --seed 36 --json {out}/survey_fp16_s36.json",
     ])
     assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)
