@@ -169,6 +169,11 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     rule_cases seed 93 (1.7% of random step-8 shapes move).  Replayed on stop 31-32's 142 oracle rows: 4
 #     moved, 4 faster (6440x408x3848 +51%, 11824x424x4904 +25%, 12256x480x664 +16%, fp16 NN 7856x480x4888
 #     +12%).  Prediction: >= 12 of 16 faster, geomean >= +8%.
+# (e) WIDTH_192_MIN_PAD_GAIN 0.02 -> -0.0001 (128x192 also where 192-wide columns pad N as much as 256-wide
+#     ones, e.g. N = 4608, 6144, 8808: the quantisation of the waves decides), 16 shapes of rule_cases seed 95
+#     (6.3% of random shapes move, some from 192x192).  Replayed on the 142 oracle rows: 9 moved, 8 faster
+#     (1024x6144x4096 +10%, 1024x4608x3584 +7% / +9%, 600x8808x2224 +8%; 3256x2200x10928 -2.5%).
+#     Prediction: >= 11 of 16 faster, geomean >= +2%.
 add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_WIDTH_192_RATIO=0.0/1.0 \
 --rule gemm_configs.MISALIGNED_WIDTH_192_MIN_K=2048/2048 --rounds 7 --iters 20 --json $Q_OUT/ab_mis_w192.json \
 --cases fp16:NN:11768x3640x2080,fp16:NN:4136x872x2136,fp16:TN:2104x3360x2728,bf16:TN:14104x1872x2872,bf16:NN:3096x1072x4248,bf16:TN:6008x520x5608,fp16:TN:5400x560x6072,bf16:NN:424x4384x7080,fp16:NN:6408x3424x7224,bf16:NN:1112x4896x7376,bf16:TN:9248x808x7800,bf16:NN:4472x2640x9400,fp16:TN:2352x3344x10424,bf16:NN:8136x4184x10816,bf16:NN:14648x4368x12840,bf16:TN:856x4360x14216; \
@@ -177,7 +182,9 @@ $PY bench/oracle.py --dtype bfloat16 --layout TT --random 32 --seed 39 --rounds 
 $PY bench/survey.py --dtype bfloat16 --seed 36 --json $Q_OUT/survey_bf16_s36.json; \
 $PY bench/survey.py --dtype float16 --seed 36 --json $Q_OUT/survey_fp16_s36.json; \
 $PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_PITCH_MIN_N=512/384 --rounds 7 --iters 20 --json $Q_OUT/ab_mis_min_n.json \
---cases bf16:NN:7320x488x336,fp16:NT:4424x496x360,bf16:TT:15216x488x632,fp16:NT:7528x384x800,fp16:NT:9008x456x1400,fp16:TN:16264x424x2024,bf16:TT:9256x440x2536,fp16:NT:5544x480x2856,fp16:NT:9888x392x3696,fp16:NN:4536x392x4832,bf16:TT:11320x392x4904,bf16:NN:14080x472x5720,bf16:TT:12576x456x6184,bf16:TT:6904x408x6560,fp16:NN:6264x400x10840,bf16:TT:5128x440x16360"
+--cases bf16:NN:7320x488x336,fp16:NT:4424x496x360,bf16:TT:15216x488x632,fp16:NT:7528x384x800,fp16:NT:9008x456x1400,fp16:TN:16264x424x2024,bf16:TT:9256x440x2536,fp16:NT:5544x480x2856,fp16:NT:9888x392x3696,fp16:NN:4536x392x4832,bf16:TT:11320x392x4904,bf16:NN:14080x472x5720,bf16:TT:12576x456x6184,bf16:TT:6904x408x6560,fp16:NN:6264x400x10840,bf16:TT:5128x440x16360; \
+$PY bench/rule_ab.py --rule gemm_configs.WIDTH_192_MIN_PAD_GAIN=0.02/-0.0001 --rounds 7 --iters 20 --json $Q_OUT/ab_w192_pad.json \
+--cases fp16:NN:1024x7808x1216,bf16:TT:896x8320x2176,fp16:NT:1280x6144x2304,bf16:NT:4992x1408x2688,fp16:TT:1088x10304x6336,fp16:NT:10368x8576x6464,fp16:TN:1344x3968x6720,bf16:NT:3392x13760x7104,fp16:NT:7552x6272x7744,fp16:TT:12160x7296x8064,bf16:NT:15168x14912x8896,fp16:TN:9536x7232x10560,bf16:NT:8896x6528x10816,bf16:TN:768x11392x13824,bf16:NN:1920x2304x14208,bf16:TN:2176x10880x16256"
 fi
 
 N=${#NAMES[@]}

@@ -885,6 +885,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/survey.py --dtype bfloat16 --seed 36 --json {out}/survey_bf16_s36.json",
         f"python bench/survey.py --dtype float16 --seed 36 --json {out}/survey_fp16_s36.json",
         "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_PITCH_MIN_N=512/384",
+        "python bench/rule_ab.py --rule gemm_configs.WIDTH_192_MIN_PAD_GAIN=0.02/-0.0001",
     ])
     assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)
