@@ -901,8 +901,8 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
                             pitches: tuple[int, int], swap: bool, block: bool) -> bool:
     """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
     misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
-    swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N (plan_config asks only where
-    choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
+    swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N, more 128x256 tiles than
+    MISALIGNED_PITCH_MIN_FILL x ``sm_count`` (plan_config asks only where choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
     three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128 ping-pong plan: 30.3 M L2 requests,
     51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167 us at K = 1408), so the
     schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2 for half the
@@ -999,8 +999,11 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     192-row tiles, 192 wide unless ``block_n`` says 128, cooperative and
     data-parallel or split-K (no cluster, stream-K or ping-pong).
     ``pitches``: a's and b's pitches in bytes (None: contiguous operands,
-    :func:`contiguous_pitches`); a misaligned one (:func:`misaligned_pitch_config`)
-    takes 128x256 tiles in 2x1 clusters where choose_cluster gave none, before the tile rules."""
+    :func:`contiguous_pitches`); a misaligned one (:func:`misaligned_pitch_config`: where
+    128x256 tiles outnumber MISALIGNED_PITCH_MIN_FILL of the SMs) takes 128x256 tiles in 2x1 clusters
+    where choose_cluster gave none, before the tile rules - or 192x192 tiles where
+    :func:`misaligned_tall_fits` (its own ratio with an MN-major operand), or 128x192 pairs where
+    :func:`misaligned_width_192_fits` (off)."""
     if block_m is not None and block_m != BLOCK_M:
         return _tall_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
