@@ -8,9 +8,11 @@ and stores each plan's label ("128x256 cl2", "192x192", ...), its decomposition 
 the automatic plan of that run (``vs_auto``).  This script plans each row again on the CPU
 (rule_cases.plan_key: gemm_configs.plan_config on 132 SMs, contiguous operands, no epilogue) with the
 rules set (``module.NAME=VALUE``, the value a literal of the constant's type; without --rule: the code as
-it is; --base sets the baseline column's rules the same way) and looks the plan up among the row's timed ones (same label and decomposition).  Printed: per changed row the recorded and the replayed plan and the replayed
-plan's time relative to the recorded automatic one; then the geomean over the rows whose plan was timed,
-and the rows whose replayed plan was not among the timed ones (those need a device run: rule_ab).
+it is; --base sets the baseline column's rules the same way) and looks the plan up among the row's timed
+ones (same label and decomposition).  Printed: per changed row the recorded and the replayed plan and the
+replayed plan's time relative to the recorded automatic one; then the geomean over the rows whose plan
+was timed, and the rows whose replayed plan was not among the timed ones (those need a device run:
+rule_ab).
 
 This is in-sample for any rule fitted on these rows: a rule chosen here is only a candidate until
 bench/rule_ab.py has measured it on shapes drawn afresh (bench/rule_cases.py with a new seed).

@@ -902,15 +902,15 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
     """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
     misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
     swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N, more 128x256 tiles than
-    MISALIGNED_PITCH_MIN_FILL x ``sm_count`` (plan_config asks only where choose_cluster chose no cluster).  With such a pitch the loads cost L2 about
-    three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128 ping-pong plan: 30.3 M L2 requests,
-    51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167 us at K = 1408), so the
-    schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2 for half the
-    lines per FLOP that 128x128 tiles do.  H200, stop 28 (bench/NOTES.md): bf16 TN, 20 shapes with
-    K = 8 mod 16, ratio to cuBLAS 0.880 -> 1.068 (geomean; 17 of 20 faster, up to +52% at 6064x4768x856),
-    against 128x256 alone 0.922, 128x128 + 2x1 0.924, 192-row tiles 0.986; out of sample (rule_ab,
-    7 rounds) fp16/bf16 in all four layouts 18 of 19 faster, geomean +26% (fp16 752x2032x10920, a 192x192
-    choice, -7%), e4m3 and tf32 9 of 9, +37%."""
+    MISALIGNED_PITCH_MIN_FILL x ``sm_count`` (plan_config asks only where choose_cluster chose no cluster). With
+    such a pitch the loads cost L2 about three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128
+    ping-pong plan: 30.3 M L2 requests, 51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167
+    us at K = 1408), so the schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2
+    for half the lines per FLOP that 128x128 tiles do. H200, stop 28 (bench/NOTES.md): bf16 TN, 20 shapes with
+    K = 8 mod 16, ratio to cuBLAS 0.880 -> 1.068 (geomean; 17 of 20 faster, up to +52% at 6064x4768x856), against
+    128x256 alone 0.922, 128x128 + 2x1 0.924, 192-row tiles 0.986; out of sample (rule_ab, 7 rounds) fp16/bf16
+    in all four layouts 18 of 19 faster, geomean +26% (fp16 752x2032x10920, a 192x192 choice, -7%), e4m3 and
+    tf32 9 of 9, +37%."""
     if kinds[0] not in MISALIGNED_PITCH_KINDS or kinds[1] not in MISALIGNED_PITCH_KINDS:
         return False
     if block or swap or batch != 1 or m <= BLOCK_M or n < MISALIGNED_PITCH_MIN_N:
@@ -935,16 +935,14 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
                          mn_major: bool = False) -> bool:
     """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs
     192x192 tiles (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters:
-    M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9) of
-    128x256's - where 128x256 tiles quantise into a partly empty last round that 192x192 ones fill
-    (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3 rounds of 66 clusters; 3 x 41 = 123
-    192x192 tiles, one round).
-
-    H200, stop 30 (bench/NOTES.md), fp16 TN, 13 shapes the rule loses on against cuBLAS, forced
-    variants in the same rounds: at model ratio 0.63 (four shapes) 192x192 ran +16% to +44% over
-    the rule, at 0.84 (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%.
-    192x128 tiles, which choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88)
-    they ran 29% slower than the rule (three 192-row tiles on M = 400)."""
+    M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9; ``mn_major``, an
+    operand MN-major: MISALIGNED_TALL_RATIO_MN_MAJOR, 1.0) of 128x256's - where 128x256 tiles quantise into a
+    partly empty last round that 192x192 ones fill (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3
+    rounds of 66 clusters; 3 x 41 = 123 192x192 tiles, one round). H200, stop 30 (bench/NOTES.md), fp16 TN, 13
+    shapes the rule loses on against cuBLAS, forced variants in the same rounds: at model ratio 0.63 (four
+    shapes) 192x192 ran +16% to +44% over the rule, at 0.84 (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12%
+    and at >= 1.06 -2% to -19%. 192x128 tiles, which choose_tall also weighs, are not taken here: at
+    400x5560x3448 (model 0.88) they ran 29% slower than the rule (three 192-row tiles on M = 400)."""
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
@@ -1055,7 +1053,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
             return as_tall(wide, 192)
-        if kmajor[1] and misaligned_width_192_fits(m, n, k, sm_count, block_k=wide.block_k):
+        if (kmajor[1] and ELEMENT_BYTES[kinds[0]] == ELEMENT_BYTES[kinds[1]] == 2
+                and misaligned_width_192_fits(m, n, k, sm_count, block_k=wide.block_k)):
             return replace(wide, block_n=192)
         return wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):

@@ -46,9 +46,11 @@ def test_auto_misaligned_16bit(plan, dt_name, layout, m, n, k, seed):
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
-@pytest.mark.parametrize("dt_name,layout,m,n,k", [("bfloat16", "TN", 1984, 512, 5016), ("float16", "NT", 648, 2776, 8984),
-                                                   ("bfloat16", "TN", 592, 640, 584), ("float16", "NN", 536, 2264, 656)],
-                         ids=str)
+SMALL_16BIT = [("bfloat16", "TN", 1984, 512, 5016), ("float16", "NT", 648, 2776, 8984),
+               ("bfloat16", "TN", 592, 640, 584), ("float16", "NN", 536, 2264, 656)]
+
+
+@pytest.mark.parametrize("dt_name,layout,m,n,k", SMALL_16BIT, ids=str)
 def test_small_misaligned_problems_leave_the_pairs(dt_name, layout, m, n, k):
     """At most MISALIGNED_PITCH_MIN_FILL (half) of the SMs' worth of 128x256 tiles: the other rules' plan
     (stop 32), right against float64 and deterministic."""
