@@ -1063,6 +1063,9 @@ class Bench:
         self.rows.append(row)
         if row["ratio"] is None:
             vs = f"  (no baseline: {row.get('baseline_skipped', 'none')})"
+            times = [r["rawcoop_ms"] for r in row.get("rounds", []) if r.get("rawcoop_ms")]
+            if len(times) > 1:     # the spread shows clock modes the median hides (fp8 block-scaled: bimodal)
+                vs += f"  rounds {row['flops'] / max(times) / 1e9:.1f}-{row['flops'] / min(times) / 1e9:.1f} TF/s"
         else:
             vs = (f"  {baseline} {row['baseline_tflops']:6.1f}  ratio {row['ratio']:.3f} "
                   f"[{row['ratio_min']:.3f}-{row['ratio_max']:.3f}]")

@@ -1065,3 +1065,18 @@ def test_variants_in_the_fp8_tf32_and_block_suites(fake_gpu, monkeypatch):
             if first["ratio"] is not None:       # the same baseline time each round
                 assert [r["baseline_ms"] for r in first["rounds"]] == [r["baseline_ms"] for r in second["rounds"]]
         assert "vs first variant (same rounds)" in bench.format_report({"rows": b.rows})
+
+
+def test_row_without_baseline_prints_the_spread_of_its_rounds(capsys):
+    """A row timed alone (block-scaled fp8) prints its rounds' TFLOP/s range next to the median: stop 32's
+    rounds were bimodal (0.808 and 0.95 ms), which the median alone hides."""
+    from rawcoop import bench
+    b = bench.Bench.__new__(bench.Bench)
+    b.rows, b.on_row = [], None
+    flops = 2.0 * 4096 * 7168 * 16384
+    row = bench.make_row("fp8", "e4m3 block 4096x7168x16384 TN", flops, [(0.808e-3, None), (0.95e-3, None),
+                                                                        (0.85e-3, None)], 1, baseline="none")
+    b._keep(row, {}, "none")
+    out = capsys.readouterr().out
+    assert "(no baseline: " in out and "rounds 1012.7-1190.7 TF/s" in out
+    assert row["ratio"] is None and b.rows == [row]
