@@ -938,11 +938,13 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9; ``mn_major``, an
     operand MN-major: MISALIGNED_TALL_RATIO_MN_MAJOR, 1.0) of 128x256's - where 128x256 tiles quantise into a
     partly empty last round that 192x192 ones fill (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3
-    rounds of 66 clusters; 3 x 41 = 123 192x192 tiles, one round). H200, stop 30 (bench/NOTES.md), fp16 TN, 13
-    shapes the rule loses on against cuBLAS, forced variants in the same rounds: at model ratio 0.63 (four
-    shapes) 192x192 ran +16% to +44% over the rule, at 0.84 (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12%
-    and at >= 1.06 -2% to -19%. 192x128 tiles, which choose_tall also weighs, are not taken here: at
-    400x5560x3448 (model 0.88) they ran 29% slower than the rule (three 192-row tiles on M = 400)."""
+    rounds of 66 clusters; 3 x 41 = 123 192x192 tiles, one round).
+
+    H200, stop 30 (bench/NOTES.md), fp16 TN, 13 shapes the rule loses on against cuBLAS, forced variants in
+    the same rounds: at model ratio 0.63 (four shapes) 192x192 ran +16% to +44% over the rule, at 0.84
+    (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%. 192x128 tiles, which
+    choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88) they ran 29% slower than the
+    rule (three 192-row tiles on M = 400)."""
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
@@ -963,16 +965,17 @@ had 2392x1800x10104 -14% (bf16 TN and fp16 NN).  Off until measured with a K flo
 MISALIGNED_WIDTH_192_MIN_K = 0
 
 
-def misaligned_width_192_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K) -> bool:
-    """Whether a problem that takes the misaligned-pitch rule (and not its 192x192 tiles) runs 128x192 tiles
-    in 2x1 clusters instead of 128x256 ones (K-major B only: a 2x1 pair of N-major 192-wide B tiles cannot
-    split its three 64-column atoms): see MISALIGNED_WIDTH_192_RATIO."""
-    if (MISALIGNED_WIDTH_192_RATIO <= 0 or k < MISALIGNED_WIDTH_192_MIN_K
-            or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n):
+def misaligned_width_192_fits(wide: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:
+    """Whether a problem that takes the misaligned-pitch rule's 128x256 pairs ``wide`` (not its 192x192
+    tiles) runs 128x192 tiles in 2x1 clusters instead: 16-bit inputs, K-major B (a 2x1 pair of N-major
+    192-wide B tiles cannot split its three 64-column atoms), see MISALIGNED_WIDTH_192_RATIO."""
+    if (MISALIGNED_WIDTH_192_RATIO <= 0 or not wide.b_kmajor
+            or ELEMENT_BYTES[wide.in_kind] != 2 or ELEMENT_BYTES[wide.b_kind] != 2
+            or k < MISALIGNED_WIDTH_192_MIN_K or not width_192_pads_less(n)):
         return False
-    wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
-    narrow = schedule_cost(m, n, k, sm_count, BLOCK_M, 192, block_k=block_k)
-    return narrow <= MISALIGNED_WIDTH_192_RATIO * wide
+    cost_256 = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=wide.block_k)
+    cost_192 = schedule_cost(m, n, k, sm_count, BLOCK_M, 192, block_k=wide.block_k)
+    return cost_192 <= MISALIGNED_WIDTH_192_RATIO * cost_256
 
 
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
@@ -1053,8 +1056,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
             return as_tall(wide, 192)
-        if (kmajor[1] and ELEMENT_BYTES[kinds[0]] == ELEMENT_BYTES[kinds[1]] == 2
-                and misaligned_width_192_fits(m, n, k, sm_count, block_k=wide.block_k)):
+        if misaligned_width_192_fits(wide, m, n, k, sm_count):
             return replace(wide, block_n=192)
         return wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
@@ -1185,13 +1187,19 @@ def padded(n: int, block: int) -> int:
     return cdiv(n, block) * block
 
 
+def width_192_pads_less(n: int) -> bool:
+    """Whether 192-wide tile columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less than 256-wide ones
+    (choose_width_192 and misaligned_width_192_fits)."""
+    return padded(n, 256) - padded(n, 192) > WIDTH_192_MIN_PAD_GAIN * n
+
+
 def choose_width_192(cfg: GemmConfig, narrow, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
     """The 128x192 plan to run instead of the 128x256 choice ``cfg`` (on the kernel's M x N x K), or None
     (see WIDTH_192_RATIO): ``cfg`` 16-bit without a cluster, K >= WIDTH_192_MIN_K, 192-wide tiles pad N
     by more than WIDTH_192_MIN_PAD_GAIN x N less, and the 128x192 plan - ``narrow()``, built only when
     those hold - without a cluster and modelled at most WIDTH_192_RATIO of ``cfg``'s schedule."""
     if (WIDTH_192_RATIO <= 0 or cfg.block_n != 256 or cfg.cluster_size > 1 or ELEMENT_BYTES[cfg.in_kind] != 2
-            or k < WIDTH_192_MIN_K or padded(n, 256) - padded(n, 192) <= WIDTH_192_MIN_PAD_GAIN * n):
+            or k < WIDTH_192_MIN_K or not width_192_pads_less(n)):
         return None
     alt = narrow()
     shorter = (alt.cluster_size == 1
