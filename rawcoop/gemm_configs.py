@@ -264,7 +264,8 @@ def all_configs() -> list[GemmConfig]:
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
     large problems (swap_waves_limit; the latter cooperative and ping-pong:
     the ping-pong tile rules also run on the swapped view), 128x192 with and
-    without stream-K (choose_width_192)."""
+    without stream-K (choose_width_192), and 128x192 with 2x1 clusters for
+    K-major B (misaligned_width_192_fits)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -288,6 +289,8 @@ def all_configs() -> list[GemmConfig]:
             # user's b (either majorness) and its B the user's K-major a
             out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2))
             out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2, epi_ring=True))   # its staging in the ring
+            # misaligned pitches with 192-wide columns padding N less (misaligned_width_192_fits): K-major B only
+            out.append(GemmConfig(192, bf, ak, True, cluster_m=2))
             for bk in (True, False):
                 for bn in TALL_BLOCK_NS:    # 192-row tiles (choose_tall)
                     out.append(GemmConfig(bn, bf, ak, bk, block_m=TALL_BLOCK_M))
@@ -953,7 +956,7 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     return tall <= ratio * wide
 
 
-MISALIGNED_WIDTH_192_RATIO = 0.0
+MISALIGNED_WIDTH_192_RATIO = 1.0
 """misaligned_width_192_fits: 128x192 tiles in 2x1 clusters instead of the misaligned-pitch rule's 128x256
 ones where 192-wide columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less and the schedule model
 gives them at most this share of 128x256's time (0: never), from K = MISALIGNED_WIDTH_192_MIN_K.  H200,
@@ -961,8 +964,12 @@ stop 32: 0 -> 1.0 with any K out of sample (rule_ab, 16 shapes of rule_cases see
 sides) 9 of 16 faster, +4.6%: K >= 2664 8 of 11 faster (+3% to +36%: 6984x536x9784, 11832x1056x9264,
 4032x1552x12424; losses 2264x1664x5584 -9%, 1352x5688x13016 -5%), K <= 1080 1 of 5 (-1.5% to -4.5%).
 The oracle agrees at long K (bf16 TN 7696x1032x10904 +12%, 960x3016x10936 +20%, 2896x824x5848 +9%) but
-had 2392x1800x10104 -14% (bf16 TN and fp16 NN).  Off until measured with a K floor on new shapes."""
-MISALIGNED_WIDTH_192_MIN_K = 0
+had 2392x1800x10104 -14% (bf16 TN and fp16 NN).  Stop 33, with the K floor 2048, 16 new shapes (rule_cases
+seed 91, bench/next_session.sh part 3 (a), 7 alternating rounds): 10 of 16 faster, geomean +8.7%
+(prediction >= 11 of 16, +3%: the count missed by one, the geomean met); gains +2.5% to +46%
+(5400x560x6072 fp16 TN +46%, 6008x520x5608 +35%, 1112x4896x7376 +29%, 424x4384x7080 +22%), the six
+losses -1.6% to -3.0% (2352x3344x10424 fp16 TN -3.0%, 2104x3360x2728 -2.7%).  On."""
+MISALIGNED_WIDTH_192_MIN_K = 2048
 
 
 def misaligned_width_192_fits(wide: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:

@@ -218,9 +218,14 @@ def test_width_192_pairs_where_they_pad_n_less(monkeypatch, kmajor):
     monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO", 0.0)
     monkeypatch.setattr(gc, "MISALIGNED_TALL_RATIO_MN_MAJOR", 0.0)
     monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_RATIO", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_MIN_K", 0)
     m, n, k = 4808, 1912, 1656                    # N: 2048 vs 1920 padded
     assert _is_rule(_plan(m, n, k, kmajor=kmajor))
     monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_RATIO", 1.0)
+    monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_MIN_K", 2048)
+    assert _is_rule(_plan(m, n, k, kmajor=kmajor))                               # under the K floor
+    assert _is_rule_192(_plan(m, n, 2056, kmajor=kmajor))                        # from it
+    monkeypatch.setattr(gc, "MISALIGNED_WIDTH_192_MIN_K", 0)
     cfg = _plan(m, n, k, kmajor=kmajor)
     assert _is_rule_192(cfg), cfg
     assert cfg == _plan(m, n, k, kmajor=kmajor, block_n=192, cluster=(2, 1))     # the forced kernel
