@@ -1,11 +1,12 @@
 """How far rawcoop's automatic plan is from the best plan its kernels can run, shape by shape.
 
     PYTHONPATH=$PWD python bench/oracle.py [--shapes MxNxK,...] [--random 32 --seed 33] \
-        [--dtype bfloat16] [--layout TN] [--rounds 5] [--iters 10] [--json out.json]
+        [--dtype bfloat16] [--layout TN] [--rounds 5] [--iters 10] [--widths 144,176,...] [--json out.json]
 
 For each shape the automatic plan and every distinct plan of a fixed set of forced options (CANDIDATES:
 tile 128x256 / 128x192 / 128x128 / 192x192 / 192x128, ping-pong, stream-K on and off, 2x1 and 1x2
-clusters, swap-AB) are built with ``rawcoop.gemm._plan_for``; options no kernel combines (ValueError) are
+clusters, swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, gemm_configs.NARROW_BOX_NS,
+each alone, with stream-K and in 2x1 clusters) are built with ``rawcoop.gemm._plan_for``; options no kernel combines (ValueError) are
 skipped, and candidates that give the automatic plan or an earlier candidate's (same configuration,
 decomposition and kernel) are timed once.  All plans and cuBLAS (``cupy.matmul``) run on the bench's
 operands (normal data, rotated to >= 3x the L2) in the same alternating rounds
@@ -58,7 +59,24 @@ def plan_id(plan):
     return (plan.cfg, str(plan.decomposition), plan.kernel.spec)
 
 
-def run_shape(b, kind, layout, m, n, k, rounds, iters):
+def width_candidates(widths) -> list:
+    """The forced options ``--widths`` adds per width: alone, with stream-K, in 2x1 clusters."""
+    return [c for w in widths for c in ((f"{w}", dict(_block_n=w, _streamk=False)),
+                                        (f"{w} sk", dict(_block_n=w, _streamk=True)),
+                                        (f"{w} 2x1", dict(_block_n=w, _cluster=(2, 1))))]
+
+
+def parse_widths(text: str) -> list[int]:
+    """``--widths``: a comma list of gemm_configs.NARROW_BOX_NS (ValueError otherwise)."""
+    from rawcoop import gemm_configs
+    widths = [int(w) for w in text.split(",") if w.strip()] if text else []
+    bad = [w for w in widths if w not in gemm_configs.NARROW_BOX_NS]
+    if bad:
+        raise ValueError(f"--widths: {bad} not in {gemm_configs.NARROW_BOX_NS}")
+    return widths
+
+
+def run_shape(b, kind, layout, m, n, k, rounds, iters, extra=()):
     """One shape: its row (auto, the distinct candidates, cuBLAS, in the same rounds)."""
     from rawcoop.gemm import _plan_for
     cp = b.cp
@@ -69,7 +87,7 @@ def run_shape(b, kind, layout, m, n, k, rounds, iters):
     entries = []                                     # (label, plans per set)
     seen = {}
     aliases = collections.defaultdict(list)
-    for label, kw in [("auto", {})] + CANDIDATES:
+    for label, kw in [("auto", {})] + CANDIDATES + list(extra):
         try:
             plans = [_plan_for(x, y, **kw) for x, y, *_ in ops]
         except ValueError:
@@ -143,9 +161,12 @@ def main(argv=None) -> int:
     ap.add_argument("--layout", default="TN", choices=sorted(bench.LAYOUTS))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--widths", default="", help="comma list of tile widths between the multiples of 64 "
+                                                   "(gemm_configs.NARROW_BOX_NS) to add as candidates")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     try:
+        extra = width_candidates(parse_widths(args.widths))
         shapes = [(s.m, s.n, s.k) for s in bench.parse_gemm_shapes(args.shapes, 8, "16-bit")] if args.shapes else []
         shapes += survey.random_shapes(args.random, args.seed)
         if not shapes or args.rounds < 1 or args.iters < 1:
@@ -160,7 +181,7 @@ def main(argv=None) -> int:
           flush=True)
     rows = []
     for m, n, k in shapes:
-        row = run_shape(b, KIND[args.dtype], args.layout, m, n, k, args.rounds, args.iters)
+        row = run_shape(b, KIND[args.dtype], args.layout, m, n, k, args.rounds, args.iters, extra)
         rows.append(row)
         print(format_row(row), flush=True)
         b.free()

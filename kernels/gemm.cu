@@ -315,7 +315,22 @@ constexpr u32 kHalves = PINGPONG ? 2 : 1;                    // 64-row halves pe
 constexpr u32 kAccRegs = BLOCK_N / 2;                        // per half
 constexpr u32 kStageReaders = (PINGPONG ? 1 : kConsumers) * 4 * RC_CLUSTER;  // warps that release a stage
 constexpr u32 kChunkRegs = kEpiCols / 2;                     // accumulators per chunk per thread
-constexpr u32 kChunks = BLOCK_N / kEpiCols;                   // epilogue chunks per 64-row half
+// Tile widths between the multiples of the chunk (BLOCK_N % kEpiCols != 0: 144 ... 240 for 16-bit
+// output, see "Narrow boxes" below): the last chunk of a 64-row half has only kTailCols columns.
+constexpr u32 kTailCols = BLOCK_N % kEpiCols;
+constexpr u32 kChunks = (BLOCK_N + kEpiCols - 1) / kEpiCols;  // epilogue chunks per 64-row half
+// Narrow boxes.  A TMA store writes whole boxes (clipped only at the tensor's edge), so a 64-column
+// box would overwrite the next tile's first columns from a partial chunk.  Kernels whose tile width
+// is not a multiple of the chunk therefore store (and load C) in boxes of 32-byte lines: 64 lines x
+// kBoxCols columns (16 16-bit or 8 fp32 values), 32B-swizzled, kEpiCols / kBoxCols boxes of 2 KB per
+// chunk (a partial chunk stores only its own), all of one chunk in one bulk group.  Row-major D and
+// C only (column-major ones keep whole-chunk boxes: their lines are columns, and a column-major
+// C box loaded past the tile is only read as far as the tile goes).
+constexpr bool kNarrowBox = kTailCols != 0;
+constexpr u32 kBoxCols = kNarrowBox ? 32 / kOutBytes : kEpiCols;
+constexpr u32 kBoxBytes = 64 * 32;                             // a narrow box: 64 lines of 32 B
+// Columns of chunk jc (compile-time wherever jc is an unrolled index).
+RC_DEVICE constexpr u32 chunk_cols(u32 jc) { return (kTailCols && jc == kChunks - 1) ? kTailCols : kEpiCols; }
 #if RC_BLOCK_SCALED
 constexpr u32 kSABytes = BLOCK_M * 4;                        // per stage: one fp32 A scale per tile row
 #endif
@@ -355,7 +370,11 @@ static_assert(IN_KIND == IN_KIND_B || (IN_KIND >= 3 && IN_KIND_B >= 3),
               "A and B kinds may differ only for fp8 (e4m3 x e5m2)");
 static_assert(kInBytes == 2 || (A_KMAJOR && B_KMAJOR),
               "wgmma cannot transpose 32-bit/8-bit operands: tf32 and fp8 A and B must be K-major");
-static_assert(BLOCK_N % 64 == 0 && BLOCK_N % kEpiCols == 0, "tile shape");
+static_assert(BLOCK_N % 64 == 0 || (BLOCK_N % 16 == 0 && BLOCK_N > 128 && BLOCK_N < 256 && kInBytes == 2 && B_KMAJOR
+                                     && !D_COLMAJOR && BLOCK_M == 128 && !RC_BLOCK_SCALED),
+              "tile shape: a multiple of 64 columns, or (narrow boxes) 144..240 in steps of 16 for 16-bit inputs "
+              "with K-major B (no 64-wide B atoms), row-major D, 128-row tiles, no block scales");
+static_assert(kTailCols % kBoxCols == 0 && kEpiCols % kBoxCols == 0, "narrow boxes tile a chunk");
 static_assert(!PINGPONG || BLOCK_N <= 128, "ping-pong holds two 64-row halves: 128 columns at most");
 static_assert((CLUSTER_M == 1 || CLUSTER_M == 2) && (CLUSTER_N == 1 || CLUSTER_N == 2) && RC_CLUSTER <= 2,
               "clusters: 1x1, 2x1 (CLUSTER_M = 2) or 1x2 (CLUSTER_N = 2)");
@@ -524,6 +543,17 @@ RC_DEVICE void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int k
 // Address of byte `x` of 128-byte line `line` in a 128B-swizzled buffer.
 RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
     return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
+}
+
+// Byte x of row `row` of a row-major epilogue chunk (D staging, row-major C): one 128B-swizzled box of
+// 64 lines of 128 B, or with narrow boxes (see above) box x / 32 of 64 lines of 32 B, 32B-swizzled
+// (the 16-byte half of a line flips with bit 2 of the line: address bit 4 ^= bit 7).
+RC_DEVICE u32 chunk_addr(u32 buf, u32 row, u32 x) {
+    if (kNarrowBox) {
+        const u32 xb = x % 32u;
+        return buf + (x / 32u) * kBoxBytes + row * 32u + ((((xb >> 4) ^ ((row >> 2) & 1u)) << 4) | (xb & 15u));
+    }
+    return swz(buf, row, x);
 }
 
 // fp32 element (row, col) of a column-major epilogue chunk (C or D with the
@@ -702,6 +732,16 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         if (col >= N) break;
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                         mbar_wait(c_empty(c, b), ph ^ 1u, "c_empty (epilogue C buffers)");
+#if !C_COLMAJOR
+                        if (kNarrowBox) {                  // only the chunk's own narrow boxes
+                            const u32 boxes = (jj == kChunks - 1 ? kTailCols : kEpiCols) / kBoxCols;
+                            mbar_arrive_expect_tx(c_full(c, b), boxes * kBoxBytes);
+                            for (u32 x = 0; x < boxes; ++x)
+                                tma_load_3d(c_buf(c, b) + x * kBoxBytes, &map_c, c_full(c, b),
+                                            col + int(x * kBoxCols), row, lc);
+                            continue;
+                        }
+#endif
                         mbar_arrive_expect_tx(c_full(c, b), kEpiBytes);
 #if C_COLMAJOR && OUT_TYPE == 2
                         // two 32-row boxes (the second's rows may lie past M: zero-filled, still 4 KB)
@@ -995,7 +1035,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     for (u32 jc = 0; jc < kChunks; ++jc) {
                         if (jc >= ch_lo && jc < ch_hi) continue;
 #pragma unroll
-                        for (u32 i = jc * (kChunkRegs / 4); i < (jc + 1) * (kChunkRegs / 4); ++i)
+                        for (u32 i = jc * (kChunkRegs / 4); i < jc * (kChunkRegs / 4) + chunk_cols(jc) / 8; ++i)
                             st_cg_f32x4(mine + (i * 128u + tid) * 4u, acc[0][4 * i], acc[0][4 * i + 1],
                                         acc[0][4 * i + 2], acc[0][4 * i + 3]);
                     }
@@ -1009,11 +1049,11 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                             const float* src = ws + (size_t)p * (64 * BLOCK_N);
                             float x[kChunkRegs];
 #pragma unroll
-                            for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                            for (u32 q = 0; q < chunk_cols(jc) / 8; ++q)
                                 ld_cg_f32x4(src + ((jc * (kChunkRegs / 4) + q) * 128u + tid) * 4u,
                                             x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
 #pragma unroll
-                            for (u32 r = 0; r < kChunkRegs; ++r) acc[0][jc * kChunkRegs + r] += x[r];
+                            for (u32 r = 0; r < chunk_cols(jc) / 2; ++r) acc[0][jc * kChunkRegs + r] += x[r];
                         }
                     }
                 } else
@@ -1082,16 +1122,17 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     if (jc < ch_lo || jc >= ch_hi) continue; // another split's share (spread split-K)
                     const int col0 = n0 + int(jc * kEpiCols);
                     if (col0 >= N) break;                    // uniform over the warpgroup
+                    const u32 cols = chunk_cols(jc);             // kEpiCols, or kTailCols for a partial chunk
                     float v[kChunkRegs];
 #pragma unroll
-                    for (u32 r = 0; r < kChunkRegs; ++r) v[r] = RC_ALPHA * acc[hh][jc * kChunkRegs + r];
+                    for (u32 r = 0; r < cols / 2; ++r) v[r] = RC_ALPHA * acc[hh][jc * kChunkRegs + r];
 #if HAS_C
                     {
                         const u32 b = e % kEpiBuffers, ph = (e / kEpiBuffers) & 1u;
                         const u32 cb = c_buf(c, b);
                         mbar_wait(c_full(c, b), ph, "c_full (epilogue C buffers)");
 #pragma unroll
-                        for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                        for (u32 q = 0; q < cols / 8; ++q)
 #pragma unroll
                             for (u32 h = 0; h < 2; ++h) {
                                 const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
@@ -1104,9 +1145,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                                 c0 = out16_to_f32(ld_shared_u16(swz(cb, cc, row * 2u)));
                                 c1 = out16_to_f32(ld_shared_u16(swz(cb, cc + 1u, row * 2u)));
 #elif OUT_TYPE == 2
-                                ld_shared_f32x2(swz(cb, row, cc * 4u), c0, c1);
+                                ld_shared_f32x2(chunk_addr(cb, row, cc * 4u), c0, c1);
 #else
-                                const u32 p = ld_shared_u32(swz(cb, row, cc * 2u));
+                                const u32 p = ld_shared_u32(chunk_addr(cb, row, cc * 2u));
                                 c0 = out16_to_f32((u16)(p & 0xFFFFu));
                                 c1 = out16_to_f32((u16)(p >> 16));
 #endif
@@ -1130,7 +1171,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     const float bias_r1 = grow0 + 8 < M ? load_bias(bias, grow0 + 8) : 0.f;
 #endif
 #pragma unroll
-                    for (u32 q = 0; q < kChunkRegs / 4; ++q) {
+                    for (u32 q = 0; q < cols / 8; ++q) {
 #if BIAS && !BIAS_ON_ROWS
                         const int gcol = col0 + int(8u * q + 2u * (lane & 3u));
                         const float b0 = gcol < N ? load_bias(bias, gcol) : 0.f;        // same columns for
@@ -1167,7 +1208,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     }
                     named_barrier_sync(1 + c, 128);
 #pragma unroll
-                    for (u32 q = 0; q < kChunkRegs / 4; ++q)
+                    for (u32 q = 0; q < cols / 8; ++q)
 #pragma unroll
                         for (u32 h = 0; h < 2; ++h) {
                             const u32 r = q * 4u + h * 2u, row = row0 + 8u * h;
@@ -1180,9 +1221,9 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                             st_shared_u16(swz(buf, cc, row * 2u), (u16)(p & 0xFFFFu));
                             st_shared_u16(swz(buf, cc + 1u, row * 2u), (u16)(p >> 16));
 #elif OUT_TYPE == 2
-                            st_shared_f32x2(swz(buf, row, cc * 4u), v[r], v[r + 1]);
+                            st_shared_f32x2(chunk_addr(buf, row, cc * 4u), v[r], v[r + 1]);
 #else
-                            st_shared_u32(swz(buf, row, cc * 2u), pack_out16(v[r], v[r + 1]));
+                            st_shared_u32(chunk_addr(buf, row, cc * 2u), pack_out16(v[r], v[r + 1]));
 #endif
                         }
                     fence_proxy_async_smem();
@@ -1196,7 +1237,14 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
 #elif D_COLMAJOR
                         tma_store_3d(&map_d, buf, m0 + int(half * 64u), col0, ld);
 #else
-                        tma_store_3d(&map_d, buf, col0, m0 + int(half * 64u), ld);
+                        if (kNarrowBox) {                    // the chunk's own narrow boxes (see above)
+#pragma unroll
+                            for (u32 x = 0; x < cols / kBoxCols; ++x)
+                                tma_store_3d(&map_d, buf + x * kBoxBytes, col0 + int(x * kBoxCols),
+                                             m0 + int(half * 64u), ld);
+                        } else {
+                            tma_store_3d(&map_d, buf, col0, m0 + int(half * 64u), ld);
+                        }
 #endif
                         tma_store_commit();
                     }

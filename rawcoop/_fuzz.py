@@ -98,6 +98,7 @@ import struct
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
+from . import gemm_configs
 from ._reference import activation as activation64
 
 TOL = {"float16": 7e-4, "bfloat16": 5e-3, "float32": 2e-5}
@@ -182,6 +183,9 @@ TALL_SHARE = 0.12
 """Share of cases that force 192-row tiles (``_block_m=192``) where they are allowed."""
 WIDE192_SHARE = 0.10
 """Share of 16-bit cases that force 128x192 tiles (``_block_n=192``, since stop 31) where they are allowed."""
+NARROW_SHARE = 0.10
+"""Share of 16-bit cases that force a width between the multiples of 64 (gemm_configs.NARROW_BOX_NS, since
+stop 33) where it is allowed: K-major b, not swapped, no 1x2 cluster or ping-pong."""
 
 
 @dataclass(frozen=True)
@@ -526,11 +530,18 @@ def draw(seed: int, index: int) -> Problem:
     # no 2x1 cluster (whose halves of a 192-wide N-major B would not be whole atoms) and no ping-pong.
     wide192 = (random.Random(f"rawcoop-fuzz-wide192:{seed}:{index}").random() < WIDE192_SHARE and not lowp
                and not tall and rec.cluster != 2 and not rec.pingpong and rec.block_n in (None, 128, 256))
+    # Tiles between the multiples of 64 (stop 33) likewise: 16-bit, K-major b ("col"), never swapped (a
+    # forced or, for M <= 64, an automatic swap would make b the kernel's A), no 1x2 cluster or ping-pong.
+    nr = random.Random(f"rawcoop-fuzz-narrow:{seed}:{index}")
+    narrow = (nr.random() < NARROW_SHARE and not lowp and not tall and not wide192 and rec.b_layout == "col"
+              and rec.swap is not True and (rec.swap is False or m > 64) and rec.cluster in (None, 2)
+              and not rec.pingpong)
+    block_n = nr.choice(gemm_configs.NARROW_BOX_NS) if narrow else 192 if wide192 else rec.block_n
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
                    alpha=alpha, beta=beta, bias=rec.bias, activation=rec.activation, out_kind=out_kind,
-                   splits=splits, block_n=192 if wide192 else rec.block_n, swap=rec.swap, cluster=rec.cluster,
+                   splits=splits, block_n=block_n, swap=rec.swap, cluster=rec.cluster,
                    group=group, pdl=pdl,
                    pingpong=rec.pingpong, b_dtype=rec.b_dtype, scale_mode=rec.scale_mode, streamk=streamk,
                    block_m=192 if tall else None, **extra)

@@ -428,7 +428,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.threads = cfg.threads
     plan.m, plan.n, plan.batch, plan.out_shape = m, n, batch, out_shape
     plan.out_dtype, plan.osz, plan.dt_out = np_dtype(out_name), osz, dt_out
-    plan.colmajor_d, plan.km, plan.kn, plan.epi_cols = swap, km, kn, cfg.epi_cols
+    plan.colmajor_d, plan.km, plan.kn, plan.epi_cols, plan.box_cols = swap, km, kn, cfg.epi_cols, cfg.box_cols
     # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
     plan.map_a = operand_map(*A, km, gemm_configs.trimmed_lines(A[1], km, cfg.block_m, cfg) // cluster_n)
     plan.map_b = operand_map(*B, kn, gemm_configs.trimmed_lines(B[1], kn, cfg.block_n, cfg) // cluster_m)
@@ -471,7 +471,7 @@ class _Plan:
     address) and launches."""
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
-                 "dt_out", "colmajor_d", "km", "kn", "epi_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
+                 "dt_out", "colmajor_d", "km", "kn", "epi_cols", "box_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
                  "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
                  "types", "params", "threads", "launch", "out_maps")
 
@@ -484,6 +484,9 @@ class _Plan:
         if colmajor_kernel:     # lines are (parts of) the kernel's columns: memory (M', N') with M' contiguous
             box = (self.epi_cols, self.epi_cols, 1)    # 64 x 64 16-bit; fp32: 32 x 32, two boxes per chunk
             return tma.tiled(self.dt_out, ptr, (self.km, self.kn, lx), (pitch, bstride), box, sw)
+        if self.box_cols != self.epi_cols:     # narrow boxes (tiles between the multiples of the chunk): 32 B
+            return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.box_cols, 64, 1),
+                             tma.Swizzle.B32)
         return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.epi_cols, 64, 1), sw)
 
     def run(self, cp, out):

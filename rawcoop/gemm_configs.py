@@ -42,6 +42,13 @@ OUT_TYPES = {"float16": 0, "bfloat16": 1, "float32": 2}
 BIAS_TYPES = {None: 0, "float32": 1, "bfloat16": 2, "float16": 3}
 ACTIVATIONS = {None: 0, "relu": 1, "gelu": 2, "silu": 3}
 BLOCK_NS = (64, 128, 256)
+NARROW_BOX_NS = (144, 160, 176, 208, 224, 240)
+"""Tile widths between the multiples of 64 (16-bit inputs, K-major B, row-major D, 128-row tiles, not
+block-scaled): widths whose tile counts fill the waves where 128 / 192 / 256 do not (cuBLAS runs 144,
+176, 224-wide tiles on such shapes).  Their epilogue stores in 32-byte-wide TMA boxes where the width
+is not a multiple of the output chunk (kernels/gemm.cu "Narrow boxes", :attr:`GemmConfig.box_cols`)."""
+BUILT_BLOCK_NS = tuple(sorted((*BLOCK_NS, 192, *NARROW_BOX_NS)))
+"""Every tile width kernels/gemm.cu builds for 16-bit inputs (tf32 and fp8: BLOCK_NS and 192)."""
 
 FP16, BF16, TF32, E4M3, E5M2 = range(5)
 IN_KINDS = {"float16": FP16, "bfloat16": BF16, "tf32": TF32, "e4m3": E4M3, "e5m2": E5M2}
@@ -101,6 +108,12 @@ class GemmConfig:
         if self.cluster_m not in (1, 2) or self.cluster_n not in (1, 2) or self.cluster_m * self.cluster_n > 2:
             raise ValueError(f"clusters are 1x1, 2x1 or 1x2 (cluster_m x cluster_n), got "
                              f"{self.cluster_m}x{self.cluster_n}")
+        if self.block_n not in BUILT_BLOCK_NS:
+            raise ValueError(f"block_n must be one of {BUILT_BLOCK_NS}, got {self.block_n}")
+        if self.block_n in NARROW_BOX_NS and (self.in_bytes != 2 or not self.b_kmajor or self.d_colmajor
+                                              or self.block_m != BLOCK_M or self.scale_mode):
+            raise ValueError(f"128x{self.block_n} tiles (between the multiples of 64) need 16-bit inputs, a K-major "
+                             "kernel B (no 64-column B atoms), a row-major kernel D (no swap-AB) and 128-row tiles")
         if self.cluster_m == 2 and self.block_n < 128:
             raise ValueError("a 2x1 cluster (B multicast) needs a 128- or 256-wide tile")
         if self.scale_mode not in (0, 1):
@@ -164,8 +177,18 @@ class GemmConfig:
 
     @property
     def epi_cols(self) -> int:
-        """Columns per epilogue chunk (one TMA store box)."""
+        """Columns per epilogue chunk (one TMA store box, or several narrow ones: :attr:`box_cols`)."""
         return 128 // self.out_bytes
+
+    @property
+    def narrow_box(self) -> bool:
+        """The tile width is not a multiple of the chunk: row-major C and D move in 32-byte-wide boxes."""
+        return self.block_n % self.epi_cols != 0
+
+    @property
+    def box_cols(self) -> int:
+        """Columns of a row-major C/D TMA box: a whole chunk, or 32 bytes with narrow boxes."""
+        return 32 // self.out_bytes if self.narrow_box else self.epi_cols
 
     @property
     def consumers(self) -> int:

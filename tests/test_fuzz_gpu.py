@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from rawcoop import _fuzz
+from rawcoop import _fuzz, gemm_configs
 
 SEED = int(os.environ.get("RAWCOOP_FUZZ_SEED", _fuzz.DEFAULT_SEED))
 COUNT = max(1000, int(os.environ.get("RAWCOOP_FUZZ_COUNT", "1000")))
@@ -97,8 +97,8 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     and the reproducer lines of the 554 16-bit problems among the default
     seed's first 1000 (sha256 of the lines as the fuzzer drew them before
     tf32/fp8 existed).  A deliberate change of the draw updates the digest.
-    Stream-K (stop 11), 192-row tiles (stop 19) and 128x192 tiles (stop 31)
-    come from generators of their own: with them masked out the lines are
+    Stream-K (stop 11), 192-row tiles (stop 19), 128x192 tiles (stop 31) and
+    the widths between the multiples of 64 (stop 33) come from generators of their own: with them masked out the lines are
     unchanged.  Stop 22: fp32
     outputs keep a drawn column-major C (the fp32 column-major epilogue),
     which changed those lines (digest updated)."""
@@ -108,6 +108,7 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     drawn = [p for p in _fuzz.problems(_fuzz.DEFAULT_SEED, 1000) if p.kind == "16bit"]
     assert any(p.streamk for p in drawn) and any(p.block_m for p in drawn)
     assert any(p.block_n == 192 and p.block_m is None for p in drawn)           # 128x192 (stop 31)
+    assert any(p.block_n in gemm_configs.NARROW_BOX_NS for p in drawn)           # 128x144..240 (stop 33)
     pool = _fuzz.recipes(_fuzz.DEFAULT_SEED)
     lines = [_fuzz.reproducer(replace(p, streamk=False, block_m=None, block_n=pool[p.recipe].block_n))
              for p in drawn]
@@ -132,10 +133,12 @@ def test_draws_are_legal_for_gemm(draws):
         if p.out_dtype == "float32" and (p.c_kind == "col" or p.swap):
             fp32_colmajor += 1
             assert cfg.c_colmajor or cfg.d_colmajor, cfg.spec.label
-        wide = gemm_configs.BLOCK_NS + ((192,) if gemm_configs.ELEMENT_BYTES[cfg.in_kind] == 2 else ())
+        wide = gemm_configs.BLOCK_NS + ((192, *gemm_configs.NARROW_BOX_NS)
+                                        if gemm_configs.ELEMENT_BYTES[cfg.in_kind] == 2 else ())
         assert cfg.block_n in (wide if cfg.block_m == gemm_configs.BLOCK_M else gemm_configs.TALL_BLOCK_NS)
         assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
-        assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256))
+        assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256,
+                                                                               *gemm_configs.NARROW_BOX_NS))
         assert p.m >= 1 and p.n >= 1 and p.k >= 1
         if p.out_kind == "inplace":
             assert p.c_kind == "row" and not p.c_2d
@@ -202,7 +205,8 @@ def test_draws_cover_every_category(draws):
     assert set(seen["activation"]) == set(_fuzz.ACTIVATIONS)
     assert set(seen["out_kind"]) == set(_fuzz.OUT_KINDS)
     assert {None, 1, 2, 3, 4} <= set(seen["splits"])
-    assert set(seen["block_n"]) == {None, 64, 128, 192, 256}                     # 192: 128x192 (stop 31)
+    assert set(seen["block_n"]) == {None, 64, 128, 192, 256, *gemm_configs.NARROW_BOX_NS}   # 192: 128x192 (stop
+    # 31); 144..240: the widths between the multiples of 64 (stop 33)
     assert set(seen["swap"]) == {None, True, False}
     assert seen["cluster"][2] >= 10
     assert seen["pdl"][True] >= 20 and seen["c_2d"][True] >= 20 and seen["group"][None] < 1000
@@ -258,14 +262,16 @@ def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     cfgs = Counter(_fuzz.predicted_config(p) for p in draws)
     # each costs one NVRTC compile on the GPU host (~0.1-0.5 s, in parallel by the pre-warm); tf32/fp8
     # recipes re-interpret 16-bit ones (no new recipes), so the count stays about what it was (~100-115),
-    # plus the 192-row tiles' (stop 19: 162 in all), plus 128x192 (stop 31: 204)
-    assert 60 <= len(cfgs) <= 220, len(cfgs)
+    # plus the 192-row tiles' (stop 19: 162 in all), plus 128x192 (stop 31: 204), plus the widths between the
+    # multiples of 64 (stop 33: 208 - they take share from 128x192's, 1000 draws being a sample)
+    assert 60 <= len(cfgs) <= 240, len(cfgs)
     assert any(c.block_n == 192 and c.block_m == 128 for c in cfgs)
     assert {c.block_n for c in cfgs if c.block_m == 192} == {128, 192}
     cover = {f: {getattr(c, f) for c in cfgs} for f in
              ("block_n", "in_bf16", "a_kmajor", "b_kmajor", "out_type", "has_c", "c_colmajor", "d_colmajor",
               "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong", "in_kind", "scale_mode")}
-    assert cover["block_n"] == {64, 128, 192, 256}
+    assert cover["block_n"] >= {64, 128, 192, 256} and cover["block_n"] - {64, 128, 192, 256} <= set(
+        gemm_configs.NARROW_BOX_NS) and len(cover["block_n"]) > 4
     assert cover["out_type"] == {0, 1, 2}
     assert cover["bias"] == {0, 1, 2, 3}
     assert cover["act"] == {0, 1, 2, 3}

@@ -54,6 +54,18 @@ def test_oracle_refuses_bad_arguments_before_the_gpu():
     assert r.returncode == 2 and "need shapes" in r.stderr
     r = _run("bench/oracle.py", "--shapes", "100x100x7")
     assert r.returncode == 2 and "oracle:" in r.stderr
+    r = _run("bench/oracle.py", "--shapes", "256x256x256", "--widths", "176,100")
+    assert r.returncode == 2 and "--widths" in r.stderr and "[100]" in r.stderr
+
+
+def test_oracle_width_candidates():
+    """--widths adds each width alone, with stream-K and in 2x1 clusters."""
+    import sys
+    sys.path.insert(0, "bench")
+    import oracle
+    assert oracle.parse_widths("") == [] and oracle.parse_widths("176, 224") == [176, 224]
+    assert [lbl for lbl, _ in oracle.width_candidates([176])] == ["176", "176 sk", "176 2x1"]
+    assert oracle.width_candidates([224])[2][1] == dict(_block_n=224, _cluster=(2, 1))
 
 
 def test_oracle_without_a_gpu_says_so_in_one_line():

@@ -1,0 +1,105 @@
+"""GPU: tiles between the multiples of 64 columns (``_block_n`` in gemm_configs.NARROW_BOX_NS, 128 rows,
+16-bit inputs, K-major b; kernels/gemm.cu "Narrow boxes": the epilogue stores 32-byte-wide TMA boxes so
+that a partial 64-column chunk never writes into the next tile).  Against a float64 reference with
+NaN-poisoned outputs (a box stored past its tile, or one not stored, shows): every width, both 16-bit
+types, both A majornesses (layouts TN and NN: b = bt.T), ragged M/N/K (N under one tile, N between the
+chunks of one tile), split-K spread and chained, stream-K, 2x1 clusters, C row- and column-major with
+bias and activations, fp32 output (8-column boxes), batches, an output whose pitch TMA cannot store
+(the padded buffer); reruns bit-identical (gpu_helpers.run_twice)."""
+import pytest
+
+import gpu_helpers
+from rawcoop import gemm_configs
+
+pytestmark = pytest.mark.gpu
+
+TOL = {"float16": 2e-3, "bfloat16": 1e-2}
+SHAPES = [
+    ((1000, 1304, 520), {}), ((128, 144, 64), {}), ((776, 100, 1000), {}), ((300, 200, 3000), {}),
+    ((1024, 4608, 3584), {}), ((1536, 700, 8192), dict(_splits=4)), ((2504, 2104, 1000), dict(_splits=3)),
+    ((1000, 2000, 6000), dict(_streamk=True)), ((2000, 3000, 2048), dict(_cluster=(2, 1))),
+]
+
+
+def _check(m, n, k, kw, layout, dt_name, block_n, seed):
+    import cupy as cp
+    import rawcoop
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, seed)
+    plan = _plan_for(a, b, _block_n=block_n, **kw)
+    assert (plan.cfg.block_m, plan.cfg.block_n) == (128, block_n), plan.cfg.spec.label
+    if kw.get("_streamk"):
+        assert plan.cfg.stream_k
+    if kw.get("_cluster"):
+        assert plan.cfg.cluster == (2, 1)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, _block_n=block_n, **kw)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("block_n", gemm_configs.NARROW_BOX_NS)
+@pytest.mark.parametrize("shape, kw", SHAPES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_narrow_widths_bf16_tn(shape, kw, block_n):
+    """Every width on every shape (bf16, both operands K-major)."""
+    _check(*shape, kw, "TN", "bfloat16", block_n, 11)
+
+
+@pytest.mark.parametrize("block_n", [144, 176, 224, 240])
+@pytest.mark.parametrize("shape, kw", SHAPES[::2] + SHAPES[5:7],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_narrow_widths_fp16_nn(shape, kw, block_n):
+    """fp16 with M-major a (the kernel's A through 64-wide atoms, B K-major)."""
+    _check(*shape, kw, "NN", "float16", block_n, 13)
+
+
+@pytest.mark.parametrize("out_name", ["bfloat16", "float32"])
+@pytest.mark.parametrize("c_order", ["row", "col"])
+@pytest.mark.parametrize("block_n", [176, 160])
+def test_narrow_box_epilogue(out_name, c_order, block_n):
+    """C (row-major: loaded in narrow boxes; column-major: whole-chunk boxes read only within the tile),
+    bias along N, gelu / silu / relu, alpha and beta, with split-K and stream-K too; fp32 output at 176
+    (8-column boxes, a 16-column tail) and at 160 (whole 32-column chunks, 16-bit C/D none)."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop._reference import activation as act64
+    dt, odt = gpu_helpers.dtype("bfloat16"), gpu_helpers.dtype(out_name)
+    m, n, k = 1000, 904, 4000
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 21)
+    c = (gpu_helpers.rand(cp, (m, n + (-n) % 8), odt, 23)[:, :n] if c_order == "row"
+         else gpu_helpers.rand(cp, (n, m + (-m) % 8), odt, 23)[:, :m].T)
+    bias = gpu_helpers.rand(cp, (n,), cp.float32, 24)
+    for act, kw in (("gelu", {}), ("silu", dict(_splits=3)), ("relu", dict(_streamk=True))):
+        ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias,
+                    act)
+        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias,
+                                  activation=act, out_dtype=odt, _block_n=block_n, **kw)
+        gpu_helpers.assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
+
+
+def test_narrow_box_batched_and_padded_out():
+    """A batch of 3 (b shared by the batch), and an output of odd N without ``out`` (the padded buffer)."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("float16")
+    a = gpu_helpers.rand(cp, (3, 700, 1504), dt, 31)
+    b = gpu_helpers.rand(cp, (500, 1504), dt, 32).T
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (3, 700, 500), dt, _block_n=208)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
+    a = gpu_helpers.rand(cp, (900, 1000), dt, 33)
+    b = gpu_helpers.rand(cp, (1001, 1000), dt, 34).T
+    d = rawcoop.gemm(a, b, _block_n=176)
+    assert d.shape == (900, 1001)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
+
+
+def test_narrow_box_refusals():
+    """N-major b and swap-AB are refused before launch (ValueError naming the rule)."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = gpu_helpers.layout_operands(cp, 512, 512, 512, dt, "TT", 41)
+    with pytest.raises(ValueError, match="K-major kernel B"):
+        rawcoop.gemm(a, b, _block_n=176)
+    a, b = gpu_helpers.layout_operands(cp, 512, 512, 512, dt, "TN", 41)
+    with pytest.raises(ValueError, match="row-major kernel D"):
+        rawcoop.gemm(a, b, _block_n=176, _swap=True)
