@@ -288,7 +288,8 @@ def all_configs() -> list[GemmConfig]:
     large problems (swap_waves_limit; the latter cooperative and ping-pong:
     the ping-pong tile rules also run on the swapped view), 128x192 with and
     without stream-K (choose_width_192), and 128x192 with 2x1 clusters for
-    K-major B (misaligned_width_192_fits)."""
+    K-major B (misaligned_width_192_fits), 128x144 ... 128x240 with and
+    without stream-K for K-major B (choose_narrow_width)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -314,6 +315,9 @@ def all_configs() -> list[GemmConfig]:
             out.append(GemmConfig(64, bf, ak, True, d_colmajor=True, cluster_n=2, epi_ring=True))   # its staging in the ring
             # misaligned pitches with 192-wide columns padding N less (misaligned_width_192_fits): K-major B only
             out.append(GemmConfig(192, bf, ak, True, cluster_m=2))
+            for bn in NARROW_BOX_NS:        # the widths between the multiples of 64 (choose_narrow_width)
+                out.append(GemmConfig(bn, bf, ak, True))
+                out.append(GemmConfig(bn, bf, ak, True, stream_k=True))
             for bk in (True, False):
                 for bn in TALL_BLOCK_NS:    # 192-row tiles (choose_tall)
                     out.append(GemmConfig(bn, bf, ak, bk, block_m=TALL_BLOCK_M))
@@ -1124,6 +1128,14 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
+        # 128xW tiles between the multiples of 64 where their tile counts fill the rounds better
+        # (choose_narrow_width)
+        narrow = choose_narrow_width(cfg, lambda w: plan_config(
+            m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
+            c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
+            pitches=pitches), km, kn, k, sm_count)
+        if narrow is not None:
+            cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
     if block_m is None and nothing_forced:
         # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
         # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
@@ -1143,10 +1155,13 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     return cfg
 
 
-TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85}
+TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85,
+                   **{(128, w): 0.97 for w in NARROW_BOX_NS}}
 """Work per unit time of a tile shape relative to 128x256 (choose_tall's model; H200 bf16, stop 19:
 4096^3 192x192 642 vs 128x256 718 TFLOP/s at about equal rounds; 128x128 ~8% more power per FLOP than
-128x256, stop 14)."""
+128x256, stop 14).  The widths between the multiples of 64 (stop 33, bench/NOTES.md call 2: measured
+time against this model's on 16 bf16 TN shapes, median per width 0.96-1.04 for data-parallel/split
+plans) 0.97."""
 TALL_MIN_RATIO = 0.96
 """choose_tall: tall tiles when the model's time of the heuristic's choice is at least this share of theirs."""
 TALL_MIN_M = 384
@@ -1209,6 +1224,42 @@ pads more, e.g. N = 448); with the padding and K conditions, in sample 18 of 21,
 5504x1344x1664 -4.3%, the rest <= 1.8%); prediction was >= 16 of 24, +3%."""
 WIDTH_192_MIN_K = 1024
 WIDTH_192_MIN_PAD_GAIN = 0.02
+
+
+NARROW_WIDTH_RATIO = 0.95
+"""plan_config: a 128xW tile between the multiples of 64 (NARROW_BOX_NS) instead of a 16-bit 128x256 or
+128x192 choice without a cluster (choose_narrow_width) when the best such plan is modelled
+(:func:`schedule_cost`, TILE_EFFICIENCY 0.97) at most this share of the choice's; 0: never.  Stop 33
+(H200, bench/NOTES.md call 2, bench/oracle.py --widths, bf16 TN): on the survey's worst shapes a new
+width was best by +5% to +18% over the automatic plan (1024x3584x18944 224 +12.5%, 8288x688x3008 176
++16%, 1024x4608x3584 144 +14%, 2048x3584x4096 224 +12%); the model's spread around the measurement
+(0.75-1.4 per plan) is why the margin."""
+NARROW_MIN_K = 1024
+"""choose_narrow_width: K from which the widths between the multiples of 64 are weighed (WIDTH_192_MIN_K)."""
+
+
+def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
+    """The 128xW plan (W in NARROW_BOX_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
+    or None (see NARROW_WIDTH_RATIO): ``cfg`` a cooperative 16-bit 128x256 or 128x192 tile without a
+    cluster, row-major D and K-major B (what the narrow kernels take), K >= NARROW_MIN_K; among the
+    widths whose columns pad N no more than 256-wide ones, the plan ``plan_width(W)`` (its own stream-K /
+    split choice) of the least modelled schedule, if it has no cluster and is at most NARROW_WIDTH_RATIO
+    of ``cfg``'s."""
+    if (NARROW_WIDTH_RATIO <= 0 or cfg.block_m != BLOCK_M or cfg.block_n not in (192, 256) or cfg.cluster_size > 1
+            or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K):
+        return None
+    base = schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k,
+                         split_tail_overhead(cfg))
+    best = None
+    for w in NARROW_BOX_NS:
+        if padded(n, w) > padded(n, 256):
+            continue
+        alt = plan_width(w)
+        cost = schedule_cost(m, n, k, sm_count, alt.block_m, alt.block_n, alt.stream_k, alt.block_k,
+                             split_tail_overhead(alt))
+        if alt.cluster_size == 1 and (best is None or cost < best[0]):
+            best = (cost, alt)
+    return best[1] if best is not None and best[0] <= NARROW_WIDTH_RATIO * base else None
 
 
 def padded(n: int, block: int) -> int:

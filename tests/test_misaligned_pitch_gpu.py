@@ -17,17 +17,19 @@ TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 
 
 def _expect_rule(a, b, plan="wide", **kw):
-    """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, or "tall",
-    192x192 tiles without a cluster where they fill the rounds better (gemm_configs.misaligned_tall_fits)."""
+    """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, "wide192",
+    its 128x192 pairs where 192-wide columns pad N less from K = 2048 (gemm_configs.misaligned_width_192_fits,
+    stop 33), or "tall", 192x192 tiles without a cluster where they fill the rounds better
+    (gemm_configs.misaligned_tall_fits)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
-        tile = (128, 256, (2, 1)) if plan == "wide" else (192, 192, (1, 1))
+        tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1))}[plan]
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
-WIDE_16BIT = [("TN", 5416, 6280, 1400), ("TN", 4744, 568, 3288), ("TN", 400, 5560, 3448), ("TN", 4360, 512, 5016),
+WIDE_16BIT = [("TN", 5416, 6280, 1400), ("TN", 400, 5560, 3448), ("TN", 4360, 512, 5016),
               ("NN", 3000, 7272, 824), ("NT", 776, 2776, 8984), ("TT", 1000, 11256, 1744), ("TT", 1800, 2008, 1032)]
 TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472),
               ("float16", "NT", 864, 4888, 1184), ("bfloat16", "TT", 7712, 1064, 856)]
@@ -35,6 +37,8 @@ TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6
 
 @pytest.mark.parametrize("plan,dt_name,layout,m,n,k,seed",
                          [("wide", dt, *s, 51) for dt in ("bfloat16", "float16") for s in WIDE_16BIT]
+                         + [("wide192", dt, "TN", 4744, 568, 3288, 51) for dt in ("bfloat16", "float16")]
+                         + [("wide192", "bfloat16", "NN", 3400, 1544, 4104, 53)]
                          + [("tall", *s, 91) for s in TALL_16BIT], ids=str)
 def test_auto_misaligned_16bit(plan, dt_name, layout, m, n, k, seed):
     import cupy as cp
@@ -77,7 +81,7 @@ def test_auto_misaligned_with_epilogue(c_order):
     c = cp.asarray(gpu_helpers.rand(cp, (m, n), dt, 63), order=c_order)
     bias = gpu_helpers.rand(cp, (n,), cp.float32, 64)
     kw = dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation="gelu")
-    _expect_rule(a, b, **kw)
+    _expect_rule(a, b, "wide192", **kw)          # N = 1544: 1728 of 192-wide columns against 1792
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
     from rawcoop._reference import activation as act64
     ref = act64(cp, 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64)

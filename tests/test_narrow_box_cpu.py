@@ -118,3 +118,52 @@ def test_forced_narrow_widths_refused_before_launch(planning):
     af, bf = tn(m, n, k, "float32")
     with pytest.raises(ValueError):
         build(af, bf, _block_n=176, precision="tf32")
+
+
+def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), **kw):
+    return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=kmajor, out_name="bfloat16", use_c=False,
+                          c_rowmajor=True, bias_kind=0, activation=None, block=False, **kw)
+
+
+@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 18944, 224), (1024, 3584, 3584, 224),
+                                            (8288, 688, 3008, 176), (2048, 3584, 4096, 224)])
+@pytest.mark.parametrize("kind, a_kmajor", [(gc.BF16, True), (gc.FP16, False)], ids=["bf16-TN", "fp16-NN"])
+def test_choose_narrow_width(m, n, k, width, kind, a_kmajor):
+    """choose_narrow_width on the shapes of stop 33's oracle where the model and the measurement agree
+    (+9% to +16% over 128x256): K-major B takes the width, N-major B, a zero NARROW_WIDTH_RATIO and K
+    under NARROW_MIN_K keep the old plan."""
+    cfg = _plan(m, n, k, kind, (a_kmajor, True))
+    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, width, (1, 1)) and not cfg.d_colmajor, cfg
+    assert cfg == _plan(m, n, k, kind, (a_kmajor, True), block_n=width)          # the forced kernel
+    assert _plan(m, n, k, kind, (a_kmajor, False)).block_n not in gc.NARROW_BOX_NS
+
+
+def test_narrow_width_switches(monkeypatch):
+    m, n, k = 1024, 3584, 3584
+    assert _plan(m, n, k).block_n == 224
+    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.0)
+    assert _plan(m, n, k).block_n == 256
+    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.95)
+    monkeypatch.setattr(gc, "NARROW_MIN_K", 4096)
+    assert _plan(m, n, k).block_n == 256
+
+
+def test_bench_shapes_keep_their_plans():
+    """No shape of the bench's main suite takes a narrow width (their N are multiples of 256 that every
+    narrow width pads more, or the model has them no shorter)."""
+    from rawcoop import bench
+    shapes = [tuple(map(int, s.split("x"))) for s in bench.DEFAULT_SHAPES]
+    assert len(shapes) == 8
+    for m, n, k in shapes:
+        for kind in (gc.BF16, gc.FP16):
+            for kmajor in ((True, True), (False, True), (True, False), (False, False)):
+                assert _plan(m, n, k, kind, kmajor).block_n not in gc.NARROW_BOX_NS, (m, n, k)
+
+
+def test_warmup_set_has_the_narrow_kernels():
+    specs = {c.spec for c in gc.all_configs()}
+    for bn in gc.NARROW_BOX_NS:
+        for kind in (gc.BF16, gc.FP16):
+            for ak in (True, False):
+                assert gc.GemmConfig(bn, kind, ak, True).spec in specs
+                assert gc.GemmConfig(bn, kind, ak, True, stream_k=True).spec in specs

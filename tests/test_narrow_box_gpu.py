@@ -103,3 +103,21 @@ def test_narrow_box_refusals():
     a, b = gpu_helpers.layout_operands(cp, 512, 512, 512, dt, "TN", 41)
     with pytest.raises(ValueError, match="row-major kernel D"):
         rawcoop.gemm(a, b, _block_n=176, _swap=True)
+
+
+@pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
+@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 3584, 224), (8288, 688, 3008, 176)], ids=str)
+def test_auto_narrow_width(m, n, k, width, dt_name, layout):
+    """choose_narrow_width (NARROW_WIDTH_RATIO 0.95): the automatic plan of these shapes is 128xW (on a
+    132-SM GPU), right against float64 and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 51)
+    cfg = _plan_for(a, b).cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, width, (1, 1)), cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
