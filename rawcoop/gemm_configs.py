@@ -1128,14 +1128,6 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
-        # 128xW tiles between the multiples of 64 where their tile counts fill the rounds better
-        # (choose_narrow_width)
-        narrow = choose_narrow_width(cfg, lambda w: plan_config(
-            m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
-            c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
-            pitches=pitches), km, kn, k, sm_count)
-        if narrow is not None:
-            cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
     if block_m is None and nothing_forced:
         # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
         # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
@@ -1152,6 +1144,14 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             if (not swap_adds_area(cfg, swapped, m, n)
                     and config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count)):
                 return swapped
+        # Last, where the plan is still a 128x256 / 128x192 tile: a width between the multiples of 64 whose
+        # tile count fills the rounds better (choose_narrow_width; never in place of tall tiles or a swap)
+        narrow = choose_narrow_width(cfg, lambda w: plan_config(
+            m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
+            c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
+            pitches=pitches), km, kn, k, sm_count)
+        if narrow is not None and not paired:
+            return narrow
     return cfg
 
 
@@ -1234,13 +1234,17 @@ NARROW_WIDTH_RATIO = 0.95
 width was best by +5% to +18% over the automatic plan (1024x3584x18944 224 +12.5%, 8288x688x3008 176
 +16%, 1024x4608x3584 144 +14%, 2048x3584x4096 224 +12%); the model's spread around the measurement
 (0.75-1.4 per plan) is why the margin."""
+NARROW_RULE_NS = (160, 176, 208, 224, 240)
+"""choose_narrow_width's candidates: NARROW_BOX_NS but 144, which lost 7 of the 8 times the first form of
+the rule picked it (stop 33 calls 2-3: -1% to -9.5%; won only 1024x4608x3584, +14%)."""
 NARROW_MIN_K = 1024
 """choose_narrow_width: K from which the widths between the multiples of 64 are weighed (WIDTH_192_MIN_K)."""
 
 
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
-    """The 128xW plan (W in NARROW_BOX_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
-    or None (see NARROW_WIDTH_RATIO): ``cfg`` a cooperative 16-bit 128x256 or 128x192 tile without a
+    """The 128xW plan (W in NARROW_RULE_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
+    or None (see NARROW_WIDTH_RATIO): ``cfg`` - plan_config's final choice, after the tall and swap rules -
+    a cooperative 16-bit 128x256 or 128x192 tile without a
     cluster, row-major D and K-major B (what the narrow kernels take), K >= NARROW_MIN_K; among the
     widths whose columns pad N no more than 256-wide ones, the plan ``plan_width(W)`` (its own stream-K /
     split choice) of the least modelled schedule, if it has no cluster and is at most NARROW_WIDTH_RATIO
@@ -1251,7 +1255,7 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     base = schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k,
                          split_tail_overhead(cfg))
     best = None
-    for w in NARROW_BOX_NS:
+    for w in NARROW_RULE_NS:
         if padded(n, w) > padded(n, 256):
             continue
         alt = plan_width(w)

@@ -16,8 +16,10 @@ from rawcoop import gemm_configs as gc
 def _no_width_192(monkeypatch):
     """The swap rule was fitted and measured against the 128x256 / 128x128 / 192-row plans of stops 22-24;
     since stop 31 choose_width_192 runs 128x192 first on several of these shapes (see
-    test_measured_swap_shapes_now_run_128x192), so the swap tests judge the rule without it."""
+    test_measured_swap_shapes_now_run_128x192), so the swap tests judge the rule without it; likewise
+    without choose_narrow_width (stop 33), which runs after the swap comparison on what stays unswapped."""
     monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)
+    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.0)
 
 
 def _auto(m, n, k, kind=gc.BF16, kmajor=(True, True), **kw):

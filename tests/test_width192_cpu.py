@@ -49,6 +49,7 @@ def test_rule_scope(monkeypatch):
         assert _auto(*shape, kinds=kinds, out_name=out).block_n != 192
     assert _auto(5248, 576, 2312).cluster == (2, 1)                   # K = 8 mod 16: misaligned pitch
     monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)
+    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.0)                 # (else 128x208 after it, stop 33)
     assert _auto(*shape).block_n == 256
 
 
