@@ -285,6 +285,11 @@ def problems(have_pingpong: bool = True) -> list:
                   kw={"_block_m": 192, "_block_n": 128, "_splits": 3}, quick=True))
     P.append(Gemm("e4m3 tall 192x192 split-K 2 -> fp32", "float8_e4m3fn", "TN", m=400, n=304, k=1024,
                   out_dtype="float32", scales="tensor", tol=1e-2, kw={"_block_m": 192, "_splits": 2}, quick=True))
+    # tiles between the multiples of 64 (stop 33: 32-byte-wide C/D boxes, a partial last chunk)
+    P.append(Gemm("bf16 128x176 narrow boxes + C + bias + gelu", "bfloat16", "TN", m=300, n=400, k=256, c="row",
+                  bias="float32", act="gelu", kw={"_block_n": 176}, quick=True))
+    P.append(Gemm("fp16 128x240 narrow split-K 3 -> fp32 + C NN", "float16", "NN", m=264, n=500, k=1024, c="row",
+                  out_dtype="float32", kw={"_block_n": 240, "_splits": 3}, quick=True))
     # TF32 (float32 inputs, K-major A and B) and FP8 (K-major), per-tensor and block-scaled
     P.append(Gemm("tf32 TN -> fp32", "float32", "TN", kw={"precision": "tf32"}, tol=5e-3, quick=True))
     P.append(Gemm("tf32 TN -> bf16 + C + bias + gelu", "float32", "TN", out_dtype="bfloat16", c="row",
