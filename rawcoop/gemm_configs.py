@@ -1527,7 +1527,9 @@ def tuning_candidates(plan) -> list[dict]:
     when the kernel's M fits one tile row; 128x192 for 16-bit inputs) x raster
     group x split-K (auto, none, 2, 4) x swap-AB (when M <= 64 < N), and
     for M > 128 the 192x192 and 192x128 tiles (un-swapped,
-    cooperative) x group x split-K.  Block-scaled fp8: 128x128 cooperative
+    cooperative) x group x split-K; for 16-bit inputs with a K-major b the
+    widths between the multiples of 64 (NARROW_BOX_NS, un-swapped, group 8,
+    split-K auto / none and stream-K).  Block-scaled fp8: 128x128 cooperative
     and 128x64 cooperative/ping-pong tiles, never swap-AB, no 192-row tiles."""
     from .scheduler import cdiv
     out = [dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None, block_m=None)]
@@ -1551,6 +1553,13 @@ def tuning_candidates(plan) -> list[dict]:
                 if not pp:                  # stream-K: cooperative tiles, no forced splits
                     out.append(dict(block_n=bn, group=group, swap=swap, splits=None, pingpong=False, streamk=True,
                                     block_m=None))
+    # the user's b is the kernel's A when the plan is swapped: narrow widths need it K-major (the kernel's B)
+    b_kmajor = getattr(cfg, "a_kmajor" if getattr(cfg, "d_colmajor", False) else "b_kmajor", True)
+    if not block_scaled and wide_192 and b_kmajor and plan.n > 64:
+        for bn in NARROW_BOX_NS:            # (choose_narrow_width)
+            for splits, streamk in ((None, None), (1, None), (None, True)):
+                out.append(dict(block_n=bn, group=8, swap=False, splits=splits, pingpong=False, streamk=streamk,
+                                block_m=None))
     if not block_scaled and plan.m > BLOCK_M:   # 192-row tiles (choose_tall), the user's M as the kernel's
         for bn in TALL_BLOCK_NS:
             for group in (4, 8, 16):

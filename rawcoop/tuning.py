@@ -16,7 +16,7 @@ import threading
 import warnings
 
 from . import config
-from .gemm_configs import BLOCK_M, BLOCK_NS, TALL_BLOCK_M, TALL_BLOCK_NS
+from .gemm_configs import BLOCK_M, BLOCK_NS, NARROW_BOX_NS, TALL_BLOCK_M, TALL_BLOCK_NS
 
 _FILE = "tuned-v1.json"
 CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m")
@@ -59,11 +59,12 @@ def _valid(choice) -> bool:
     bn, group, swap, splits, pp, sk, bm = (choice.get(k) for k in CHOICE_KEYS)
     tall = bm == TALL_BLOCK_M
     return (bm in (None, BLOCK_M, TALL_BLOCK_M)
-            and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS, 192))   # 128x192: 16-bit (gemm checks)
+            and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS, 192, *NARROW_BOX_NS))   # 128x192 and
+            # the narrow widths: 16-bit, and for those K-major b, no swap (gemm checks)
             and not (tall and (pp or sk))
             and (group is None or (type(group) is int and 1 <= group <= 64))
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
-            and pp in (None, True, False) and not (pp and bn in (192, 256))
+            and pp in (None, True, False) and not (pp and bn is not None and bn > 128)
             and sk in (None, True, False) and not (sk and (pp or splits is not None)))
 
 
