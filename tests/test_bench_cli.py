@@ -839,7 +839,8 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
     """Part 1 (the default): the focus files, then the two big end-to-end files; part 2: the rest of the
     GPU suite (parts 1 and 2 ignore nothing twice and leave nothing out), fuzz, sanitizer; part 3: bench,
     experiment."""
-    focus = ("tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py tests/test_one_row_gpu.py "
+    focus = ("tests/test_narrow_box_gpu.py tests/test_misaligned_pitch_gpu.py tests/test_streamk_gpu.py "
+             "tests/test_one_row_gpu.py "
              "tests/test_tune_gpu.py tests/test_regressions_gpu.py tests/test_fp8_tf32_gpu.py "
              "tests/test_fp8_block_gpu.py tests/test_pingpong_gpu.py tests/test_cluster_gpu.py")
     suite_a = "tests/test_gemm_full_gpu.py tests/test_gemm_gpu.py"
@@ -879,14 +880,21 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_WIDTH_192_RATIO=0.0/1.0",
-        "python bench/oracle.py --dtype float16 --layout NT --random 32 --seed 38",
-        "python bench/oracle.py --dtype bfloat16 --layout TT --random 32 --seed 39",
-        f"python bench/survey.py --dtype bfloat16 --seed 36 --json {out}/survey_bf16_s36.json",
-        f"python bench/survey.py --dtype float16 --seed 36 --json {out}/survey_fp16_s36.json",
-        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_PITCH_MIN_N=512/384",
-        "python bench/rule_ab.py --rule gemm_configs.WIDTH_192_MIN_PAD_GAIN=0.02/-0.0001",
+        "python bench/oracle.py --dtype bfloat16 --layout TN --rounds 7 --iters 10 --widths 160,176,224",
+        "python bench/oracle.py --dtype float16 --layout TN --rounds 7 --iters 10 --widths 160,176,224",
+        f"python bench/survey.py --dtype bfloat16 --seed 37 --json {out}/survey_bf16_s37.json",
+        f"python bench/survey.py --dtype float16 --seed 37 --json {out}/survey_fp16_s37.json",
+        "python bench/rule_ab.py --rule gemm_configs.NARROW_WIDTH_RATIO=0.95/0.98",
+        "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 41",
     ])
+    # every oracle command parses its --widths (a typo would cost the device call)
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    import oracle
+    for cmd in text.split("bench/oracle.py ")[1:]:
+        words = cmd.split(";")[0].split()
+        if "--widths" in words:
+            assert oracle.parse_widths(words[words.index("--widths") + 1])
     assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
