@@ -54,6 +54,25 @@ def run_twice(cp, rawcoop, a, b, shape, dt, **kw):
     return outs[0]
 
 
+def check_epilogue_variants(cp, rawcoop, layout, out_name, c_order, **forced):
+    """A 1000x904x4000 bf16 GEMM with C (``c_order`` "row" or "col"), alpha 1.5, beta -0.5, an fp32 bias
+    along N and gelu / silu (split-K 3) / relu (stream-K), ``out_name`` output, the ``forced`` options (a
+    tile), against float64 (NaN-poisoned, deterministic: run_twice)."""
+    from rawcoop._reference import activation as act64
+    dt, odt = dtype("bfloat16"), dtype(out_name)
+    m, n, k = 1000, 904, 4000
+    a, b = layout_operands(cp, m, n, k, dt, layout, 21)
+    c = (rand(cp, (m, n + (-n) % 8), odt, 23)[:, :n] if c_order == "row"
+         else rand(cp, (n, m + (-m) % 8), odt, 23)[:, :m].T)
+    bias = rand(cp, (n,), cp.float32, 24)
+    for act, kw in (("gelu", {}), ("silu", dict(_splits=3)), ("relu", dict(_streamk=True))):
+        ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias,
+                    act)
+        d = run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias, activation=act,
+                      out_dtype=odt, **forced, **kw)
+        assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
+
+
 def run_in_threads(work, args):
     """Run ``work(arg, barrier)`` in one thread per ``arg``, all sharing a
     ``threading.Barrier`` (for a synchronised start); the first exception of

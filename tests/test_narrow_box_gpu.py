@@ -61,19 +61,7 @@ def test_narrow_box_epilogue(out_name, c_order, block_n):
     (8-column boxes, a 16-column tail) and at 160 (whole 32-column chunks, 16-bit C/D none)."""
     import cupy as cp
     import rawcoop
-    from rawcoop._reference import activation as act64
-    dt, odt = gpu_helpers.dtype("bfloat16"), gpu_helpers.dtype(out_name)
-    m, n, k = 1000, 904, 4000
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 21)
-    c = (gpu_helpers.rand(cp, (m, n + (-n) % 8), odt, 23)[:, :n] if c_order == "row"
-         else gpu_helpers.rand(cp, (n, m + (-m) % 8), odt, 23)[:, :m].T)
-    bias = gpu_helpers.rand(cp, (n,), cp.float32, 24)
-    for act, kw in (("gelu", {}), ("silu", dict(_splits=3)), ("relu", dict(_streamk=True))):
-        ref = act64(cp, 1.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64) + bias,
-                    act)
-        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), odt, c=c, alpha=1.5, beta=-0.5, bias=bias,
-                                  activation=act, out_dtype=odt, _block_n=block_n, **kw)
-        gpu_helpers.assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
+    gpu_helpers.check_epilogue_variants(cp, rawcoop, "TN", out_name, c_order, _block_n=block_n)
 
 
 def test_narrow_box_batched_and_padded_out():
