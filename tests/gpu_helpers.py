@@ -73,6 +73,16 @@ def check_epilogue_variants(cp, rawcoop, layout, out_name, c_order, **forced):
         assert_rel_err(cp, d, ref, 1e-2 if out_name == "bfloat16" else 2e-5)
 
 
+def check_shared_b_batch(cp, rawcoop, **forced):
+    """A batch of 3 fp16 700x500x1504 GEMMs sharing a 2-D K-major b, with the ``forced`` options, against
+    float64 (NaN-poisoned, deterministic: run_twice)."""
+    dt = dtype("float16")
+    a = rand(cp, (3, 700, 1504), dt, 31)
+    b = rand(cp, (500, 1504), dt, 32).T
+    d = run_twice(cp, rawcoop, a, b, (3, 700, 500), dt, **forced)
+    assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 2e-3)
+
+
 def run_in_threads(work, args):
     """Run ``work(arg, barrier)`` in one thread per ``arg``, all sharing a
     ``threading.Barrier`` (for a synchronised start); the first exception of
