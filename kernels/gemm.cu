@@ -734,7 +734,7 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                         mbar_wait(c_empty(c, b), ph ^ 1u, "c_empty (epilogue C buffers)");
 #if !C_COLMAJOR
                         if (kNarrowBox) {                  // only the chunk's own narrow boxes
-                            const u32 boxes = (jj == kChunks - 1 ? kTailCols : kEpiCols) / kBoxCols;
+                            const u32 boxes = chunk_cols(jj) / kBoxCols;
                             mbar_arrive_expect_tx(c_full(c, b), boxes * kBoxBytes);
                             for (u32 x = 0; x < boxes; ++x)
                                 tma_load_3d(c_buf(c, b) + x * kBoxBytes, &map_c, c_full(c, b),
