@@ -1150,7 +1150,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
             pitches=pitches), km, kn, k, sm_count)
-        if narrow is not None and not paired:
+        if narrow is not None:
             return narrow
     return cfg
 
@@ -1233,7 +1233,11 @@ NARROW_WIDTH_RATIO = 0.95
 (H200, bench/NOTES.md call 2, bench/oracle.py --widths, bf16 TN): on the survey's worst shapes a new
 width was best by +5% to +18% over the automatic plan (1024x3584x18944 224 +12.5%, 8288x688x3008 176
 +16%, 1024x4608x3584 144 +14%, 2048x3584x4096 224 +12%); the model's spread around the measurement
-(0.75-1.4 per plan) is why the margin."""
+(0.75-1.4 per plan) is why the margin.  Applied before the tall and swap rules it displaced them (call 3,
+out of sample: 10 of 24 faster, +0.9%); applied last, on what they leave, without 144 (call 4, rule_ab on
+20 new shapes of rule_cases seed 177, 7 alternating rounds): 16 of 20 faster, geomean +6.85% (+27.5% at
+bf16 15616x320x3904, 192 -> 160; losses -3.7%, -3.1%, -1.0%, -0.9%).  About 4% of random 16-bit TN/NN
+shapes move."""
 NARROW_RULE_NS = (160, 176, 208, 224, 240)
 """choose_narrow_width's candidates: NARROW_BOX_NS but 144, which lost 7 of the 8 times the first form of
 the rule picked it (stop 33 calls 2-3: -1% to -9.5%; won only 1024x4608x3584, +14%)."""
