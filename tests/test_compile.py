@@ -303,6 +303,7 @@ def test_one_wave_rule_kinds(monkeypatch):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
                               use_c=False, c_rowmajor=True, bias_kind=0, activation=None, **kw)
     monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)      # (stop 31's 128x192 rule would take 1024x5760x2560)
+    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.0)   # (and stop 33's narrow widths, 128x176)
     wide = plan(gc.BF16, 1024, 5760, 2560, block=False)           # 184 tiles, 39% second wave, K > 2048
     assert (wide.block_n, wide.pingpong) == (256, False)
     for kind in (gc.BF16, gc.FP16):
