@@ -167,6 +167,11 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     random bf16/fp16 TN/NN shapes; mostly 128x256 -> 128x160).  The margin was set for the model's spread
 #     (0.75-1.4 per plan, stop 33 call 2).  Prediction: <= 9 of 16 faster, geomean within +-1% (no gain).
 # (d) oracle fp16 NN with --widths 160,176,208,224,240 (random 32, seed 41): best/auto <= 1.06.
+# (e) one wave of long-K tiles (60-84 tiles of 128x176, K 8856-16384; auto plans 192x192 / 192x128 / 128x128
+#     split-K) through the oracle with the narrow widths, bf16 TN: stop 33 had 128x176 in 2x1 clusters +17.6%
+#     over auto at 2496x520x8856 (and 176 alone -11%: the multicast halves B's L2 lines where one wave streams
+#     a long K).  Prediction: a narrow width in 2x1 clusters is best on >= 4 of the 8, each >= +5% over auto
+#     (material for a cluster rule for the narrow widths; none exists).
 add experiment 300 "$PY bench/oracle.py --dtype bfloat16 --layout TN --rounds 7 --iters 10 --widths 160,176,224 \
 --shapes 4096x4096x4096,8192x8192x8192,8192x28672x8192,4096x14336x4096,8192x8192x28672,256x16384x4096,128x8192x8192,1024x1024x65536 \
 --json $Q_OUT/oracle_bench_bf16.json; \
@@ -178,7 +183,10 @@ $PY bench/survey.py --dtype float16 --seed 37 --json $Q_OUT/survey_fp16_s37.json
 $PY bench/rule_ab.py --rule gemm_configs.NARROW_WIDTH_RATIO=0.95/0.98 --rounds 7 --iters 20 --json $Q_OUT/ab_narrow_098.json \
 --cases bf16:TN:448x15232x1216,bf16:TN:1920x3840x2176,fp16:TN:3392x2176x3392,bf16:TN:512x7808x3520,bf16:NN:3200x1152x3584,fp16:TN:1216x9280x5824,fp16:TN:6528x3136x6656,bf16:NN:2944x5440x6976,fp16:TN:4608x704x8384,fp16:NN:6080x1280x8768,bf16:NN:704x10304x11840,bf16:TN:1088x6528x12160,bf16:NN:7936x2816x14592,bf16:NN:3072x3584x15296,bf16:TN:12608x1280x15360,bf16:NN:1600x4800x15744; \
 $PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 41 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---json $Q_OUT/oracle_fp16_nn_narrow.json"
+--json $Q_OUT/oracle_fp16_nn_narrow.json; \
+$PY bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224 \
+--shapes 2496x520x8856,1536x1056x12288,2048x704x16384,1280x1408x10240,3072x528x9216,1664x880x14336,2560x512x12288,1792x1056x16384 \
+--json $Q_OUT/oracle_one_wave_narrow.json"
 fi
 
 N=${#NAMES[@]}
