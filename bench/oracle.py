@@ -3,20 +3,20 @@
     PYTHONPATH=$PWD python bench/oracle.py [--shapes MxNxK,...] [--random 32 --seed 33] \
         [--dtype bfloat16] [--layout TN] [--rounds 5] [--iters 10] [--widths 144,176,...] [--json out.json]
 
-For each shape the automatic plan and every distinct plan of a fixed set of forced options (CANDIDATES:
-tile 128x256 / 128x192 / 128x128 / 192x192 / 192x128, ping-pong, stream-K on and off, 2x1 and 1x2
-clusters, swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, gemm_configs.NARROW_BOX_NS,
-each alone, with stream-K and in 2x1 clusters) are built with ``rawcoop.gemm._plan_for``; options no kernel combines (ValueError) are
-skipped, and candidates that give the automatic plan or an earlier candidate's (same configuration,
-decomposition and kernel) are timed once.  All plans and cuBLAS (``cupy.matmul``) run on the bench's
-operands (normal data, rotated to >= 3x the L2) in the same alternating rounds
-(``rawcoop.bench.compare_variants``, batch timing: calls back to back, not host-bound), after a
-NaN-poisoned correctness run of each plan against float64 (a plan over 1e-2 relative error is reported
-and never counted best).  Printed per shape: the automatic plan's ratio to cuBLAS, the best plan's label
-and ratio, best / auto.  The summary: geomeans of auto and best against cuBLAS (the first is what users
-get, the second what a perfect heuristic over these kernels would give), how many shapes leave >= 3% on
-the table, and which candidates win.  What this measures is the heuristic's gap; the gap between the
-best plan and cuBLAS is the kernels'.
+For each shape the automatic plan and every distinct plan of a fixed set of forced options (CANDIDATES: tile
+128x256 / 128x192 / 128x128 / 192x192 / 192x128, ping-pong, stream-K on and off, 2x1 and 1x2 clusters,
+swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, gemm_configs.NARROW_BOX_NS, each alone,
+with stream-K and in 2x1 clusters) are built with ``rawcoop.gemm._plan_for``; options no kernel combines
+(ValueError) are skipped, and candidates that give the automatic plan or an earlier candidate's (same
+configuration, decomposition and kernel) are timed once. All plans and cuBLAS (``cupy.matmul``) run on the
+bench's operands (normal data, rotated to >= 3x the L2) in the same alternating rounds
+(``rawcoop.bench.compare_variants``, batch timing: calls back to back, not host-bound), after a NaN-poisoned
+correctness run of each plan against float64 (a plan over 1e-2 relative error is reported and never counted
+best). Printed per shape: the automatic plan's ratio to cuBLAS, the best plan's label and ratio, best /
+auto. The summary: geomeans of auto and best against cuBLAS (the first is what users get, the second what a
+perfect heuristic over these kernels would give), how many shapes leave >= 3% on the table, and which
+candidates win. What this measures is the heuristic's gap; the gap between the best plan and cuBLAS is the
+kernels'.
 """
 from __future__ import annotations
 

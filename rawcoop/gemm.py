@@ -471,8 +471,8 @@ class _Plan:
     address) and launches."""
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
-                 "dt_out", "colmajor_d", "km", "kn", "epi_cols", "box_cols", "map_a", "map_b", "map_c", "scalars", "ws_floats",
-                 "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
+                 "dt_out", "colmajor_d", "km", "kn", "epi_cols", "box_cols", "map_a", "map_b", "map_c", "scalars",
+                 "ws_floats", "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
                  "types", "params", "threads", "launch", "out_maps")
 
     def __init__(self):
@@ -484,10 +484,10 @@ class _Plan:
         if colmajor_kernel:     # lines are (parts of) the kernel's columns: memory (M', N') with M' contiguous
             box = (self.epi_cols, self.epi_cols, 1)    # 64 x 64 16-bit; fp32: 32 x 32, two boxes per chunk
             return tma.tiled(self.dt_out, ptr, (self.km, self.kn, lx), (pitch, bstride), box, sw)
-        if self.box_cols != self.epi_cols:     # narrow boxes (tiles between the multiples of the chunk): 32 B
-            return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.box_cols, 64, 1),
-                             tma.Swizzle.B32)
-        return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.epi_cols, 64, 1), sw)
+        # a whole chunk per box, or narrow 32-byte boxes (tile widths between the multiples of the chunk)
+        narrow = self.box_cols != self.epi_cols
+        return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.box_cols, 64, 1),
+                         tma.Swizzle.B32 if narrow else sw)
 
     def run(self, cp, out):
         dev, m, n, batch, osz = self.dev, self.m, self.n, self.batch, self.osz
