@@ -1256,15 +1256,13 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     if (NARROW_WIDTH_RATIO <= 0 or cfg.block_m != BLOCK_M or cfg.block_n not in (192, 256) or cfg.cluster_size > 1
             or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K):
         return None
-    base = schedule_cost(m, n, k, sm_count, cfg.block_m, cfg.block_n, cfg.stream_k, cfg.block_k,
-                         split_tail_overhead(cfg))
+    base = config_cost(cfg, m, n, k, sm_count)      # (un-swapped: the kernel's M x N is the user's)
     best = None
     for w in NARROW_RULE_NS:
         if padded(n, w) > padded(n, 256):
             continue
         alt = plan_width(w)
-        cost = schedule_cost(m, n, k, sm_count, alt.block_m, alt.block_n, alt.stream_k, alt.block_k,
-                             split_tail_overhead(alt))
+        cost = config_cost(alt, m, n, k, sm_count)
         if alt.cluster_size == 1 and (best is None or cost < best[0]):
             best = (cost, alt)
     return best[1] if best is not None and best[0] <= NARROW_WIDTH_RATIO * base else None
