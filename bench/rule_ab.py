@@ -13,7 +13,8 @@ with the constants set to A, then to B; plans are not cached there) and the
 two plans run their kernels directly (``plan.run``) on the bench's operand
 sets (rawcoop.bench.Bench), rotated to >= 3x the L2, in ``--rounds`` rounds
 of ``--iters`` calls between two CUDA events (one pair per round and side, A
-first in even rounds: rawcoop.bench.compare_variants), so clock and power
+first in even rounds: rawcoop.bench.compare_variants; ``--timing calls``: the
+median of per-call event pairs instead, as the main bench times), so clock and power
 drift falls on both sides alike.  Printed per case: each side's
 configuration and decomposition, TFLOP/s (median over rounds), B/A = A's
 time / B's time per round (median and range; > 1: B is faster), and each
@@ -134,8 +135,9 @@ def operands(b, kind, layout, m, n, k, seed):
     return qa, qb.T, kw, bf16, a64, bt64.T
 
 
-def run_case(b, case, rules, rounds, iters):
-    """One case on ``b`` (a rawcoop.bench.Bench: its CuPy, GPU info and operands): the row."""
+def run_case(b, case, rules, rounds, iters, timing="batch"):
+    """One case on ``b`` (a rawcoop.bench.Bench: its CuPy, GPU info and operands): the row.  ``timing``:
+    rawcoop.bench.time_calls's (batch: one event pair per round and side; calls: the median call)."""
     from rawcoop.gemm import _plan_for
     cp = b.cp
     kind, layout, m, n, k = case
@@ -171,8 +173,8 @@ def run_case(b, case, rules, rounds, iters):
         def run(i):
             plans[side][i].run(cp, outs[i])
         return run
-    # the bench's same-round timing: warm-up, then rounds with A and B in turn first, one event pair each
-    per = bench.compare_variants(cp, [runner("A"), runner("B")], None, sets, rounds, iters, None, "batch")
+    # the bench's same-round timing: warm-up, then rounds with A and B in turn first
+    per = bench.compare_variants(cp, [runner("A"), runner("B")], None, sets, rounds, iters, None, timing)
     vs = bench.vs_first_fields(per[0], per[1], "A")           # per round A's time / B's
     flops = 2.0 * m * n * k
     row.update(a_tflops=flops / statistics.median(t for t, _ in per[0]) / 1e12,
@@ -215,6 +217,9 @@ def build_parser():
     ap.add_argument("--cases", required=True, metavar="LIST", help="comma list of KIND[:LAYOUT]:MxNxK")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--timing", choices=bench.TIMINGS, default="batch",
+                    help="batch (default): one event pair around each round's calls; calls: the median of "
+                         "per-call event pairs (the main bench's timing)")
     ap.add_argument("--json", metavar="PATH", help="write the rows and the settings")
     return ap
 
@@ -239,14 +244,15 @@ def main(argv=None) -> int:
           + "; ".join(f"{m.__name__.split('.')[-1]}.{n} A={va!r} B={vb!r}" for m, n, va, vb in rules), flush=True)
     rows = []
     for case in cases:
-        row = run_case(b, case, rules, args.rounds, args.iters)
+        row = run_case(b, case, rules, args.rounds, args.iters, args.timing)
         rows.append(row)
         print(format_row(row), flush=True)
         b.free()
     print(summary(rows))
     if args.json:
         Path(args.json).write_text(json.dumps({"rules": args.rule, "rounds": args.rounds, "iters": args.iters,
-                                               "gpu": info.name, "sm_count": info.sm_count, "rows": rows},
+                                               "timing": args.timing, "gpu": info.name, "sm_count": info.sm_count,
+                                               "rows": rows},
                                               indent=1))
     return 0
 

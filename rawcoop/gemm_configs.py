@@ -289,7 +289,8 @@ def all_configs() -> list[GemmConfig]:
     the ping-pong tile rules also run on the swapped view), 128x192 with and
     without stream-K (choose_width_192), and 128x192 with 2x1 clusters for
     K-major B (misaligned_width_192_fits), 128x144 ... 128x240 with and
-    without stream-K for K-major B (choose_narrow_width)."""
+    without stream-K for K-major B (choose_narrow_width), 128x160 ... 128x240 with
+    2x1 clusters for K-major B (misaligned_narrow_width)."""
     out = []
     for bf in (True, False):
         for ak in (True, False):
@@ -318,6 +319,8 @@ def all_configs() -> list[GemmConfig]:
             for bn in NARROW_BOX_NS:        # the widths between the multiples of 64 (choose_narrow_width)
                 out.append(GemmConfig(bn, bf, ak, True))
                 out.append(GemmConfig(bn, bf, ak, True, stream_k=True))
+            for bn in NARROW_RULE_NS:       # ... in misaligned-pitch 2x1 pairs (misaligned_narrow_width)
+                out.append(GemmConfig(bn, bf, ak, True, cluster_m=2))
             for bk in (True, False):
                 for bn in TALL_BLOCK_NS:    # 192-row tiles (choose_tall)
                     out.append(GemmConfig(bn, bf, ak, bk, block_m=TALL_BLOCK_M))
@@ -631,6 +634,16 @@ PINGPONG_WAVES_K_BLOCKS = {FP16: (96, 32), BF16: (96, 32), TF32: (96, 32), E4M3:
 """choose_block_n, >= 2 waves of 128x256 tiles: ping-pong 128x128 up to (first) this many k-blocks of the
 kernel A's input kind when the last wave is partial (<= 80% full), or (second) whatever it is (16-bit:
 K <= 6144 / 2048; since stop 26 tf32 K <= 3072 / 1024 and fp8 K <= 8192 / 4096)."""
+PINGPONG_MANY_WAVES = 0
+"""choose_block_n: ping-pong 128x128 from this many waves of 128x256 tiles when K <= 4096 (0: never).  Stops
+14-15 set 8; stop 34 (H200, rule_ab 8 -> off, auto plans A/B in 7 alternating rounds, bench/NOTES.md call
+4): on 16 random 16-bit shapes it moved (0.18% of random shapes: big M x N, K 2176-4096) 12 faster,
+geomean +5.9% (7376x9184x2240 NT +19%, 7552x5424x2408 +15%; losses 13512x5224x3072 fp16 TN -7.8%,
+10840x4288x2800 -4.1%, 16144x7616x3000 -2.2%), and the survey's 7104x6928x2288 +21.5% bf16 / +16.6% fp16.
+Shapes with K <= 2048 or a last wave <= 80% full keep ping-pong through the other two bands."""
+PINGPONG_WAVES_TAIL = 0.8
+"""choose_block_n's many-waves band: ping-pong up to PINGPONG_WAVES_K_BLOCKS[0] k-blocks when the last wave of
+128x256 tiles is at most this share of the SMs full (STREAM_K_TAIL[1], where stream-K stops)."""
 PINGPONG_ONE_WAVE_K_BLOCKS = {FP16: 32, BF16: 32, E4M3: 48, E5M2: 48}
 """choose_block_n's one-wave band: between one and two waves of 128x256 tiles, ping-pong 128x128 up to this
 many k-blocks of the kernel A's input kind (16-bit K <= 2048, fp8 K <= 6144; kinds not listed: never - tf32
@@ -747,11 +760,12 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     nearly_full_wave = (tiles_256 >= WIDE_TILES_FILL * sm_count and n >= WIDE_FILL_MIN_N and k is not None
                         and wide_fill_min_k > 0 and k >= wide_fill_min_k)
     if tiles_256 >= sm_count or nearly_full_wave:
-        short_k_many_waves = k is not None and k <= 4096 and tiles_256 >= 8 * sm_count
+        short_k_many_waves = (PINGPONG_MANY_WAVES > 0 and k is not None and k <= 4096
+                              and tiles_256 >= PINGPONG_MANY_WAVES * sm_count)
         tail = tiles_256 % sm_count
         short_k_waves = (k is not None and tiles_256 >= 2 * sm_count
                          and (k <= waves_max_k[1] or
-                              (k <= waves_max_k[0] and 0 < tail <= STREAM_K_TAIL[1] * sm_count)))
+                              (k <= waves_max_k[0] and 0 < tail <= PINGPONG_WAVES_TAIL * sm_count)))
         one_wave_short_k = (one_wave_max_k > 0 and k is not None and sm_count < tiles_256 < 2 * sm_count
                             and k <= one_wave_max_k
                             and PINGPONG_ONE_WAVE_TAIL[0] * sm_count <= tail <= PINGPONG_ONE_WAVE_TAIL[1] * sm_count)
@@ -1012,6 +1026,54 @@ def misaligned_width_192_fits(wide: GemmConfig, m: int, n: int, k: int, sm_count
     return cost_192 <= MISALIGNED_WIDTH_192_RATIO * cost_256
 
 
+MISALIGNED_NARROW_RATIO = 0.95
+"""misaligned_narrow_width: a 128xW tile between the multiples of 64 (NARROW_RULE_NS) in the
+misaligned-pitch rule's 2x1 pairs instead of its 128x256 / 128x192 ones when the pairs' load model
+(:func:`pair_schedule_cost`) gives the best such width at most this share of their time (0: never), from
+K = MISALIGNED_NARROW_MIN_K and M > MISALIGNED_NARROW_MAX_ROWS_OFF x 128.  H200, stop 34 (bench/NOTES.md
+calls 2-3, rule_ab, 7 alternating rounds): with an area model (schedule_cost over pairs) 14 of 20 faster,
++3.2% - the six losses traded 256-wide pairs for 30-60% more narrow ones or had three tile rows; with the
+load model and M > 384, out of sample (rule_cases seed 343, 3.8% of random step-8 16-bit shapes move) 15
+of 20 faster, geomean +6.9% (4032x680x14328 fp16 NN 256 -> 176 +21%, 12544x816x3576 192 -> 208 +20%,
+480x4312x7000 256 -> 160 +19%; losses -0.3% to -2.5%, three of them 192 -> 240)."""
+MISALIGNED_NARROW_MIN_K = 1024
+MISALIGNED_NARROW_MAX_ROWS_OFF = 3
+"""misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
+
+
+def pair_schedule_cost(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int = BLOCK_K) -> float:
+    """The misaligned-pitch model of 128x``block_n`` tiles in 2x1 clusters: rounds of pairs of vertically
+    adjacent tiles (the tile rows rounded up to an even count, as the cluster kernel's scheduler walks them)
+    on ``sm_count // 2`` cluster slots (:meth:`scheduler.Decomposition.time_in_rounds`, the split-tail
+    term), x the lines a pair loads per k-block (2 x 128 of A, ``block_n`` of B multicast): where a pitch
+    is misaligned the schedule is L2-bound (misaligned_pitch_config), so a pair's time follows its
+    loads, not its area."""
+    from . import scheduler
+    slots = sm_count // 2
+    units = scheduler.cdiv(scheduler.cdiv(m, BLOCK_M), 2) * scheduler.cdiv(n, block_n)
+    dec = scheduler.decompose(units, scheduler.cdiv(k, block_k), slots, chain=True)
+    rounds = dec.time_in_rounds(slots)
+    if dec.splits >= 3 and dec.tiles_dp > 0:
+        rounds += SPLIT_TAIL_OVERHEAD * (dec.splits - 1) / dec.splits
+    return rounds * (2 * BLOCK_M + block_n)
+
+
+def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> int | None:
+    """The width W (NARROW_RULE_NS) of 128xW tiles in 2x1 clusters to run instead of the misaligned-pitch
+    rule's 128x256 or 128x192 pairs ``pair`` (a 2x1 GemmConfig), or None: 16-bit inputs, K-major B and
+    row-major D (the narrow kernels'), K >= MISALIGNED_NARROW_MIN_K, among the widths whose columns pad N
+    no more than 256-wide ones the least modelled schedule, if at most MISALIGNED_NARROW_RATIO of
+    ``pair``'s (see MISALIGNED_NARROW_RATIO)."""
+    if (MISALIGNED_NARROW_RATIO <= 0 or not pair.b_kmajor or pair.d_colmajor or pair.in_bytes != 2
+            or k < MISALIGNED_NARROW_MIN_K or m <= MISALIGNED_NARROW_MAX_ROWS_OFF * BLOCK_M):
+        return None
+    base = pair_schedule_cost(m, n, k, sm_count, pair.block_n, pair.block_k)
+    costs = [(pair_schedule_cost(m, n, k, sm_count, w, pair.block_k), w)
+             for w in NARROW_RULE_NS if padded(n, w) <= padded(n, 256)]
+    best = min(costs, default=None)
+    return best[1] if best is not None and best[0] <= MISALIGNED_NARROW_RATIO * base else None
+
+
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
@@ -1038,7 +1100,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     128x256 tiles outnumber MISALIGNED_PITCH_MIN_FILL of the SMs) takes 128x256 tiles in 2x1 clusters
     where choose_cluster gave none, before the tile rules - or 192x192 tiles where
     :func:`misaligned_tall_fits` (its own ratio with an MN-major operand), or 128x192 pairs where
-    :func:`misaligned_width_192_fits` (off)."""
+    :func:`misaligned_width_192_fits`, then pairs of a width between the multiples of 64 where
+    :func:`misaligned_narrow_width`."""
     if block_m is not None and block_m != BLOCK_M:
         return _tall_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
@@ -1091,8 +1154,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
             return as_tall(wide, 192)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
-            return replace(wide, block_n=192)
-        return wide
+            wide = replace(wide, block_n=192)
+        narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)
+        return replace(wide, block_n=narrow_n) if narrow_n else wide
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "
