@@ -634,9 +634,10 @@ PINGPONG_WAVES_K_BLOCKS = {FP16: (96, 32), BF16: (96, 32), TF32: (96, 32), E4M3:
 """choose_block_n, >= 2 waves of 128x256 tiles: ping-pong 128x128 up to (first) this many k-blocks of the
 kernel A's input kind when the last wave is partial (<= 80% full), or (second) whatever it is (16-bit:
 K <= 6144 / 2048; since stop 26 tf32 K <= 3072 / 1024 and fp8 K <= 8192 / 4096)."""
-PINGPONG_MANY_WAVES = 0
-"""choose_block_n: ping-pong 128x128 from this many waves of 128x256 tiles when K <= 4096 (0: never).  Stops
-14-15 set 8; stop 34 (H200, rule_ab 8 -> off, auto plans A/B in 7 alternating rounds, bench/NOTES.md call
+PINGPONG_MANY_WAVES = {FP16: 0, BF16: 0, TF32: 8, E4M3: 8, E5M2: 8}
+"""choose_block_n, per kernel-A input kind: ping-pong 128x128 from this many waves of 128x256 tiles when K <=
+4096 (0: never; kinds not listed 8).  Stops 14-15 set 8 for every kind; tf32 and fp8 keep it (not measured
+since).  Stop 34 (H200, rule_ab 8 -> off, auto plans A/B in 7 alternating rounds, bench/NOTES.md call
 4): on 16 random 16-bit shapes it moved (0.18% of random shapes: big M x N, K 2176-4096) 12 faster,
 geomean +5.9% (7376x9184x2240 NT +19%, 7552x5424x2408 +15%; losses 13512x5224x3072 fp16 TN -7.8%,
 10840x4288x2800 -4.1%, 16144x7616x3000 -2.2%), and the survey's 7104x6928x2288 +21.5% bf16 / +16.6% fp16.
@@ -665,7 +666,7 @@ WIDE_FILL_MIN_N = 129
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
                    one_row_narrow: bool = True, wide_split_k: bool = False,
                    waves_max_k: tuple[int, int] = (0, 0), one_wave_max_k: int = 0,
-                   wide_fill_min_k: int = 2048) -> int:
+                   wide_fill_min_k: int = 2048, many_waves: int = 8) -> int:
     """128x256 tiles (cooperative) when they give every SM a tile, or at least
     WIDE_TILES_FILL (78%) of them one with K >= ``wide_fill_min_k`` (the
     kind's WIDE_FILL_MIN_K_BLOCKS in elements, 0: never; 16-bit 512, fp8
@@ -688,7 +689,8 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     with that guard, a second sample 33 of 36, +11.5%; tf32 where 192x128
     had been chosen: 4 of 9 over all samples, -9% to +20%, geomean 1.00),
     except for
-    many waves of short-K tiles (K <= 4096 and >= 8 waves of 128x256 tiles),
+    many waves of short-K tiles (K <= 4096 and >= ``many_waves`` waves of 128x256 tiles: the kind's
+    PINGPONG_MANY_WAVES, 0: never; 8 for tf32 and fp8, off for 16-bit inputs since stop 34),
     where 128x128 ping-pong hides the epilogues that short mainloops expose,
     and (``waves_max_k``: the kind's PINGPONG_WAVES_K_BLOCKS in elements,
     (0, 0) where the rule does not apply; 16-bit (6144, 2048)) from 2
@@ -760,8 +762,8 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
     nearly_full_wave = (tiles_256 >= WIDE_TILES_FILL * sm_count and n >= WIDE_FILL_MIN_N and k is not None
                         and wide_fill_min_k > 0 and k >= wide_fill_min_k)
     if tiles_256 >= sm_count or nearly_full_wave:
-        short_k_many_waves = (PINGPONG_MANY_WAVES > 0 and k is not None and k <= 4096
-                              and tiles_256 >= PINGPONG_MANY_WAVES * sm_count)
+        short_k_many_waves = (many_waves > 0 and k is not None and k <= 4096
+                              and tiles_256 >= many_waves * sm_count)
         tail = tiles_256 % sm_count
         short_k_waves = (k is not None and tiles_256 >= 2 * sm_count
                          and (k <= waves_max_k[1] or
@@ -1135,7 +1137,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                         waves_max_k=(waves_k_blocks[0] * bk, waves_k_blocks[1] * bk),
                                         one_wave_max_k=(PINGPONG_ONE_WAVE_K_BLOCKS.get(kind_a, 0) * bk
                                                         if ping_pong_rules else 0),
-                                        wide_fill_min_k=WIDE_FILL_MIN_K_BLOCKS.get(kind_a, 0) * bk)
+                                        wide_fill_min_k=WIDE_FILL_MIN_K_BLOCKS.get(kind_a, 0) * bk,
+                                        many_waves=PINGPONG_MANY_WAVES.get(kind_a, 8))
     if block:
         block_n = min(block_n, 128)             # 128x256 is not built block-scaled
     if ELEMENT_BYTES[kind_a] != 2 and block_n not in BLOCK_NS:
@@ -1154,9 +1157,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
             return as_tall(wide, 192)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
-            wide = replace(wide, block_n=192)
+            wide = with_tile(wide, 192)
         narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)
-        return replace(wide, block_n=narrow_n) if narrow_n else wide
+        return with_tile(wide, narrow_n) if narrow_n else wide       # (as many stages as the width fits)
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "

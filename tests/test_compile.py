@@ -255,6 +255,9 @@ def test_tile_choice_rule():
     assert choose_block_n(256, 20224, 1, 132, 2048, one_wave_max_k=2048) == 256    # 158 tiles: 26 < 0.2 x 132
     assert choose_block_n(1536, 2816, 1, 132, 2048, one_wave_max_k=2048) == 256    # 132 tiles: one whole wave
     assert choose_block_n(4096, 14336, 1, 132, 4096) == 128         # 13.6 waves, short K: ping-pong 128
+    assert choose_block_n(4096, 14336, 1, 132, 4096, many_waves=0) == 256   # that band off (16-bit, stop 34)
+    assert choose_block_n(4096, 14336, 1, 132, 4096, many_waves=0, waves_max_k=(6144, 2048)) == 128  # 58% tail
+    assert choose_block_n(7104, 6928, 1, 132, 2288, many_waves=0, waves_max_k=(6144, 2048)) == 256  # 88% tail
     assert choose_block_n(1024, 1024, 1, 132, 65536) == 128         # few tiles: 128 (+ split-K) ...
     assert choose_block_n(1024, 1024, 1, 132, 65536, wide_split_k=True) == 256   # ... 16-bit: 256 + 4 splits
     assert choose_block_n(1024, 1024, 1, 132, 32768, wide_split_k=True) == 128   # splits under 16384 of K

@@ -5,7 +5,8 @@ right against a float64 reference with a NaN-poisoned output and bit-identical
 when run again: 16-bit in all four layouts (ragged M and N, odd tile-row counts
 that leave a ghost half-pair), with C, alpha/beta, a bias and an activation,
 padded views whose pitch and not K decides, per-tensor fp8 and tf32; and where
-192x192 tiles fill the rounds better (gemm_configs.misaligned_tall_fits, stop 30)
+192x192 tiles fill the rounds better (gemm_configs.misaligned_tall_fits, stop 30), or pairs of a width
+between the multiples of 64 (gemm_configs.misaligned_narrow_width, stop 34),
 that plan, checked the same way."""
 import pytest
 
@@ -19,18 +20,23 @@ TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 def _expect_rule(a, b, plan="wide", **kw):
     """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, "wide192",
     its 128x192 pairs where 192-wide columns pad N less from K = 2048 (gemm_configs.misaligned_width_192_fits,
-    stop 33), or "tall", 192x192 tiles without a cluster where they fill the rounds better
-    (gemm_configs.misaligned_tall_fits)."""
+    stop 33), "pairW", its 128xW pairs of a width between the multiples of 64
+    (gemm_configs.misaligned_narrow_width, stop 34), or "tall", 192x192 tiles without a cluster where they
+    fill the rounds better (gemm_configs.misaligned_tall_fits)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
-        tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1))}[plan]
+        tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1))}.get(
+            plan) or (128, int(plan[len("pair"):]), (2, 1))
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
-WIDE_16BIT = [("TN", 5416, 6280, 1400), ("TN", 400, 5560, 3448), ("TN", 4360, 512, 5016),
+WIDE_16BIT = [("TN", 5416, 6280, 1400), ("TN", 5968, 856, 1000), ("TN", 4360, 512, 5016),
               ("NN", 3000, 7272, 824), ("NT", 776, 2776, 8984), ("TT", 1000, 11256, 1744), ("TT", 1800, 2008, 1032)]
+PAIRS_16BIT = [("NN", 4856, 592, 3912, 208), ("TN", 8080, 776, 1896, 208), ("NN", 4032, 680, 14328, 176),
+               ("TN", 480, 4312, 7000, 160), ("TN", 11824, 864, 2232, 224), ("NN", 3400, 1544, 4104, 224),
+               ("TN", 400, 5560, 3448, 176), ("NN", 1592, 1824, 10984, 208), ("TN", 3424, 1384, 2392, 208)]
 TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472),
               ("float16", "NT", 864, 4888, 1184), ("bfloat16", "TT", 7712, 1064, 856)]
 
@@ -38,7 +44,8 @@ TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6
 @pytest.mark.parametrize("plan,dt_name,layout,m,n,k,seed",
                          [("wide", dt, *s, 51) for dt in ("bfloat16", "float16") for s in WIDE_16BIT]
                          + [("wide192", dt, "TN", 4744, 568, 3288, 51) for dt in ("bfloat16", "float16")]
-                         + [("wide192", "bfloat16", "NN", 3400, 1544, 4104, 53)]
+                         + [("wide192", "bfloat16", "NN", 2312, 1544, 4104, 53)]
+                         + [(f"pair{w}", dt, *s, 55) for dt in ("bfloat16", "float16") for *s, w in PAIRS_16BIT]
                          + [("tall", *s, 91) for s in TALL_16BIT], ids=str)
 def test_auto_misaligned_16bit(plan, dt_name, layout, m, n, k, seed):
     import cupy as cp
