@@ -290,6 +290,11 @@ def problems(have_pingpong: bool = True) -> list:
                   bias="float32", act="gelu", kw={"_block_n": 176}, quick=True))
     P.append(Gemm("fp16 128x240 narrow split-K 3 -> fp32 + C NN", "float16", "NN", m=264, n=500, k=1024, c="row",
                   out_dtype="float32", kw={"_block_n": 240, "_splits": 3}, quick=True))
+    # ... in 2x1 pairs (stop 34: the misaligned-pitch rule's narrow widths; each CTA multicasts half of B's rows)
+    P.append(Gemm("fp16 128x208 narrow 2x1 pairs + C NN", "float16", "NN", m=520, n=400, k=1032, c="row",
+                  kw={"_block_n": 208, "_cluster": 2}, quick=True))
+    P.append(Gemm("bf16 128x176 narrow 2x1 pairs split-K 2 + bias", "bfloat16", "TN", m=392, n=352, k=1032,
+                  bias="float32", act="relu", kw={"_block_n": 176, "_cluster": 2, "_splits": 2}, quick=True))
     # TF32 (float32 inputs, K-major A and B) and FP8 (K-major), per-tensor and block-scaled
     P.append(Gemm("tf32 TN -> fp32", "float32", "TN", kw={"precision": "tf32"}, tol=5e-3, quick=True))
     P.append(Gemm("tf32 TN -> bf16 + C + bias + gelu", "float32", "TN", out_dtype="bfloat16", c="row",
