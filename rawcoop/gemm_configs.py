@@ -1313,6 +1313,16 @@ NARROW_RULE_NS = (160, 176, 208, 224, 240)
 the rule picked it (stop 33 calls 2-3: -1% to -9.5%; won only 1024x4608x3584, +14%)."""
 NARROW_MIN_K = 1024
 """choose_narrow_width: K from which the widths between the multiples of 64 are weighed (WIDTH_192_MIN_K)."""
+NARROW_OVER_TALL_RATIO = 0.0
+"""choose_narrow_width: the ratio against a 192-row choice (choose_tall's 192x192 / 192x128; 0: never, the
+narrow widths only replace 128x256 / 128x192).  Stop 34's oracle rows (calls 1, 3, 8): on ten shapes
+whose plan is 192-row a narrow width ran +5% to +24% (968x1200x4760, 7080x808x4760, 2496x520x8856,
+1400x880x4800, 4080x528x3264, 2560x512x12288); not measured as a rule yet."""
+NARROW_PAD_SLACK = 0.0
+"""choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than
+256-wide ones (0: never more).  Stop 34's oracle (call 8): bf16 2736x1280x8816 ran 128x224 +11% over
+128x256 - 6 columns of 224 pad 1280 by 64, but 22 x 6 = 132 tiles fill the wave that 110 did not; not
+measured as a rule yet (bench/next_session.sh part 3)."""
 
 
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
@@ -1323,19 +1333,21 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     widths whose columns pad N no more than 256-wide ones, the plan ``plan_width(W)`` (its own stream-K /
     split choice) of the least modelled schedule, if it has no cluster and is at most NARROW_WIDTH_RATIO
     of ``cfg``'s."""
-    if (NARROW_WIDTH_RATIO <= 0 or cfg.block_m != BLOCK_M or cfg.block_n not in (192, 256) or cfg.cluster_size > 1
+    tall = cfg.block_m == TALL_BLOCK_M
+    ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_WIDTH_RATIO
+    if (ratio <= 0 or (not tall and cfg.block_n not in (192, 256)) or cfg.cluster_size > 1
             or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K):
         return None
     base = config_cost(cfg, m, n, k, sm_count)      # (un-swapped: the kernel's M x N is the user's)
     best = None
     for w in NARROW_RULE_NS:
-        if padded(n, w) > padded(n, 256):
+        if padded(n, w) > padded(n, 256) + NARROW_PAD_SLACK * n:
             continue
         alt = plan_width(w)
         cost = config_cost(alt, m, n, k, sm_count)
         if alt.cluster_size == 1 and (best is None or cost < best[0]):
             best = (cost, alt)
-    return best[1] if best is not None and best[0] <= NARROW_WIDTH_RATIO * base else None
+    return best[1] if best is not None and best[0] <= ratio * base else None
 
 
 def padded(n: int, block: int) -> int:

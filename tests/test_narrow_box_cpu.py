@@ -148,6 +148,22 @@ def test_narrow_width_switches(monkeypatch):
     assert _plan(m, n, k).block_n == 256
 
 
+def test_narrow_pad_slack_and_over_tall_switches(monkeypatch):
+    """The two prepared switches (off: the plans as measured): NARROW_PAD_SLACK lets a width that pads N
+    more than 256-wide columns compete (2736x1280x8816: 6 x 224 = 1344 fills one wave of 132 tiles, the
+    oracle's +11%); NARROW_OVER_TALL_RATIO weighs the widths against a 192-row choice too (1400x880x4800:
+    192x192 split-K -> 128x224, the oracle's +14.5%)."""
+    assert gc.NARROW_PAD_SLACK == 0 and gc.NARROW_OVER_TALL_RATIO == 0
+    assert _plan(2736, 1280, 8816).block_n == 256
+    monkeypatch.setattr(gc, "NARROW_PAD_SLACK", 0.05)
+    assert _plan(2736, 1280, 8816).block_n == 224
+    cfg = _plan(1400, 880, 4800)
+    assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
+    monkeypatch.setattr(gc, "NARROW_OVER_TALL_RATIO", 0.9)
+    cfg = _plan(1400, 880, 4800)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 224, (1, 1)), cfg
+
+
 def test_bench_shapes_keep_their_plans():
     """No shape of the bench's main suite takes a narrow width (their N are multiples of 256 that every
     narrow width pads more, or the model has them no shorter)."""
