@@ -40,9 +40,10 @@ def _rows(cases, rule, speed_b):
     return rows
 
 
-def test_replay_picks_the_rules_timed_plan(tmp_path):
+def test_replay_picks_the_rules_timed_plan(tmp_path, monkeypatch):
     import oracle_replay
     from rawcoop import gemm_configs as gc
+    monkeypatch.setattr(gc, "MISALIGNED_NARROW_RATIO", 0.0)      # the 128x256 pairs, as the rows below say
     # misaligned pitches (K = 8 mod 16, TN): a small problem (6 x 5 tiles of 128x256) leaves the 2x1 pairs
     # at MISALIGNED_PITCH_MIN_FILL 0.5, a large one (40 x 16 tiles) keeps them
     cases = ["bf16:TN:768x1280x1032", "bf16:TN:5120x4096x1032"]
@@ -58,8 +59,9 @@ def test_replay_picks_the_rules_timed_plan(tmp_path):
     assert [g[3] for g in oracle_replay.replay(rows, [setting_a])] == [1.0, 1.0]
     path = tmp_path / "oracle.json"
     path.write_text(json.dumps({"rows": rows}))
+    pairs_256 = "gemm_configs.MISALIGNED_NARROW_RATIO=0.0"
     args = ("bench/oracle_replay.py", str(path), "--base", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.0",
-            "--rule", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5")
+            "--base", pairs_256, "--rule", "gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.5", "--rule", pairs_256)
     r = _run(*args)
     assert r.returncode == 0, r.stderr
     assert "768x1280x1032" in r.stdout and "5120x4096x1032" not in r.stdout    # only the moved row printed

@@ -31,10 +31,10 @@ def test_changed_cases_are_exactly_the_moved_plans(monkeypatch):
         assert rule_cases.plan_key(kind, layout, m, n, k) != a    # the default (1.0) is B's plan
     odd = rule_cases.changed_cases([rule_ab.parse_rule("gemm_configs.MISALIGNED_TALL_RATIO=0.9/1.0")],
                                    ["bf16"], ["TN"], 2000, 7, 256, 16384, step=8)
-    # --step 8 draws misaligned pitches (K = 8 mod 16 for TN), whose 2x1 pairs (128x256, or 128x192 where
-    # misaligned_width_192_fits) the rule moves
-    assert odd and all(int(c.split("x")[-1]) % 16 == 8 and a[0] in ("128x256 cl2", "128x192 cl2")
-                       for c, a, _ in odd)
+    # --step 8 draws misaligned pitches (K = 8 mod 16 for TN), whose 2x1 pairs (128x256, 128x192 where
+    # misaligned_width_192_fits, 128xW where misaligned_narrow_width) the rule moves
+    pairs = {f"128x{w} cl2" for w in (256, 192, *gc.NARROW_RULE_NS)}
+    assert odd and all(int(c.split("x")[-1]) % 16 == 8 and a[0] in pairs for c, a, _ in odd)
 
 
 def test_cli_prints_cases_and_refuses_bad_arguments():
