@@ -166,6 +166,10 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     the oracle rows: 6 move, 4 faster, net +0.02%; the one-wave long-K winners were narrow widths in 2x1
 #     clusters, which this rule does not offer.  Prediction: <= 9 of 16 faster, geomean within +-2%.
 # (c) surveys seed 39, bf16 and fp16 (GPU-bound rows; stop 34 seed 38: 1.001 / 1.006; prediction >= 1.0 both).
+# (e) MISALIGNED_NARROW_OVER_TALL False -> True (where misaligned_tall_fits takes 192x192, the narrow pairs
+#     instead when misaligned_narrow_width gives a width): 16 shapes of rule_cases seed 349 (0.75% of random
+#     step-8 16-bit shapes move, mostly NN/NT/TT: MISALIGNED_TALL_RATIO_MN_MAJOR 1.0).  In sample only fp16 NN
+#     7080x808x4760 (208 pairs +21.4% over 192x192).  Prediction: >= 9 of 16 faster, geomean >= +2%.
 # (d) oracle fp16 NN, random 32 (seed 42), widths 160-240: after stop 34's pair rule, best/auto <= 1.07
 #     (seed 41 before it: 1.096); and the misaligned survey loser 3424x1384x2392 (0.77 of cuBLAS with 128x208
 #     pairs) bf16/fp16 TN: prediction no plan of ours >= 0.9 of cuBLAS there (the gap is the kernel's).
@@ -174,6 +178,9 @@ add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.NARROW_PAD_SLACK=0.
 --cases fp16:NN:272x11744x1344,bf16:NN:2816x1792x1408,bf16:NN:320x14568x2192,fp16:TN:1216x2744x2288,fp16:TN:2672x1280x2560,bf16:TN:2752x1280x3152,fp16:NN:13448x488x3600,bf16:NN:6608x1024x3696,bf16:NN:1568x3232x3776,bf16:TN:624x11472x5632,fp16:TN:264x14800x7376,bf16:NN:2544x5000x9328,fp16:TN:2408x2304x9440,fp16:TN:336x9200x11104,fp16:TN:2888x4600x11456,fp16:TN:13832x488x13624; \
 $PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_RATIO=0.0/0.9 --rounds 7 --iters 10 --json $Q_OUT/ab_over_tall.json \
 --cases bf16:NN:1496x776x1280,bf16:TN:3696x304x1680,fp16:TN:5744x672x1744,bf16:NN:1088x2192x2848,fp16:NN:14160x568x2864,bf16:TN:4008x2152x3184,fp16:NN:6392x304x3976,fp16:NN:7744x1032x5072,bf16:TN:560x2216x5144,bf16:TN:888x784x6504,bf16:TN:800x1544x6840,fp16:TN:1000x536x8512,bf16:TN:696x3120x9488,fp16:NN:3952x264x10272,fp16:NN:9240x272x15672,bf16:NN:688x656x15856; \
+$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_NARROW_OVER_TALL=False/True --rounds 7 --iters 10 \
+--json $Q_OUT/ab_mis_narrow_over_tall.json \
+--cases bf16:NN:9000x640x1080,fp16:NN:696x8712x1792,fp16:NN:1000x4192x1904,fp16:NN:5152x1328x1928,fp16:TN:3680x568x2536,bf16:NN:1784x1096x2568,fp16:NN:4512x1440x3144,bf16:NN:768x9296x3208,fp16:NN:8952x1040x4304,bf16:NN:776x2376x6208,fp16:TN:960x2208x6536,fp16:NN:1672x1288x8952,bf16:NN:920x12592x10208,fp16:NN:5280x1944x10728,bf16:NN:10592x800x11048,fp16:NN:720x9296x16008; \
 $PY bench/survey.py --dtype bfloat16 --seed 39 --json $Q_OUT/survey_bf16_s39.json; \
 $PY bench/survey.py --dtype float16 --seed 39 --json $Q_OUT/survey_fp16_s39.json; \
 $PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 42 --rounds 5 --iters 10 --widths 160,176,208,224,240 \

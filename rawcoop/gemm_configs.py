@@ -1039,6 +1039,11 @@ load model and M > 384, out of sample (rule_cases seed 343, 3.8% of random step-
 of 20 faster, geomean +6.9% (4032x680x14328 fp16 NN 256 -> 176 +21%, 12544x816x3576 192 -> 208 +20%,
 480x4312x7000 256 -> 160 +19%; losses -0.3% to -2.5%, three of them 192 -> 240)."""
 MISALIGNED_NARROW_MIN_K = 1024
+MISALIGNED_NARROW_OVER_TALL = False
+"""plan_config: where misaligned_tall_fits takes 192x192 tiles, narrow pairs (misaligned_narrow_width against
+128x256 pairs) instead when that rule gives a width (False: never).  Stop 34's oracle rows: fp16 NN
+7080x808x4760 128x208 2x1 +21.4% over 192x192, bf16 TN 2496x520x8856 128x176 2x1 +13% / +18% (two calls),
+fp16 NN 9112x2848x4200 stays 192x192 (192 2x1 +1.1%); not measured as a rule yet."""
 MISALIGNED_NARROW_MAX_ROWS_OFF = 3
 """misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
 
@@ -1158,7 +1163,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
-            return as_tall(wide, 192)
+            narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count) if MISALIGNED_NARROW_OVER_TALL else None
+            return with_tile(wide, narrow_n) if narrow_n else as_tall(wide, 192)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
             wide = with_tile(wide, 192)
         narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)

@@ -882,6 +882,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
         "python bench/rule_ab.py --rule gemm_configs.NARROW_PAD_SLACK=0.0/0.05",
         "python bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_RATIO=0.0/0.9",
+        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_NARROW_OVER_TALL=False/True",
         f"python bench/survey.py --dtype bfloat16 --seed 39 --json {out}/survey_bf16_s39.json",
         f"python bench/survey.py --dtype float16 --seed 39 --json {out}/survey_fp16_s39.json",
         "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 42",
