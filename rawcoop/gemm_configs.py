@@ -643,8 +643,9 @@ geomean +5.9% (7376x9184x2240 NT +19%, 7552x5424x2408 +15%; losses 13512x5224x30
 10840x4288x2800 -4.1%, 16144x7616x3000 -2.2%), and the survey's 7104x6928x2288 +21.5% bf16 / +16.6% fp16.
 Shapes with K <= 2048 or a last wave <= 80% full keep ping-pong through the other two bands."""
 PINGPONG_WAVES_TAIL = 0.8
-"""choose_block_n's many-waves band: ping-pong up to PINGPONG_WAVES_K_BLOCKS[0] k-blocks when the last wave of
-128x256 tiles is at most this share of the SMs full (STREAM_K_TAIL[1], where stream-K stops)."""
+"""choose_block_n's >= 2-waves band: ping-pong up to PINGPONG_WAVES_K_BLOCKS[0] k-blocks when the last wave of
+128x256 tiles is at most this share of the SMs full (STREAM_K_TAIL[1], where stream-K stops).  Stop 34:
+0.9 (4096^3, 88% full, to ping-pong) ran 4096^3 -2.0% bf16 / -2.7% fp16 and 17 shapes +0.6%: kept 0.8."""
 PINGPONG_ONE_WAVE_K_BLOCKS = {FP16: 32, BF16: 32, E4M3: 48, E5M2: 48}
 """choose_block_n's one-wave band: between one and two waves of 128x256 tiles, ping-pong 128x128 up to this
 many k-blocks of the kernel A's input kind (16-bit K <= 2048, fp8 K <= 6144; kinds not listed: never - tf32
@@ -1037,7 +1038,10 @@ calls 2-3, rule_ab, 7 alternating rounds): with an area model (schedule_cost ove
 +3.2% - the six losses traded 256-wide pairs for 30-60% more narrow ones or had three tile rows; with the
 load model and M > 384, out of sample (rule_cases seed 343, 3.8% of random step-8 16-bit shapes move) 15
 of 20 faster, geomean +6.9% (4032x680x14328 fp16 NN 256 -> 176 +21%, 12544x816x3576 192 -> 208 +20%,
-480x4312x7000 256 -> 160 +19%; losses -0.3% to -2.5%, three of them 192 -> 240)."""
+480x4312x7000 256 -> 160 +19%; losses -0.3% to -2.5%, three of them 192 -> 240).  Then (call 8's oracle,
+7456x1688x9784: 224 pairs -8% against the 192 pairs they replaced) weighed against the cheaper of the
+chosen and 128x256 pairs: six of the measured transitions drop (net about 0), 2.8% of random step-8
+16-bit shapes move; that form not A/B'd again."""
 MISALIGNED_NARROW_MIN_K = 1024
 MISALIGNED_NARROW_OVER_TALL = False
 """plan_config: where misaligned_tall_fits takes 192x192 tiles, narrow pairs (misaligned_narrow_width against
@@ -1055,14 +1059,9 @@ def pair_schedule_cost(m: int, n: int, k: int, sm_count: int, block_n: int, bloc
     term), x the lines a pair loads per k-block (2 x 128 of A, ``block_n`` of B multicast): where a pitch
     is misaligned the schedule is L2-bound (misaligned_pitch_config), so a pair's time follows its
     loads, not its area."""
-    from . import scheduler
-    slots = sm_count // 2
-    units = scheduler.cdiv(scheduler.cdiv(m, BLOCK_M), 2) * scheduler.cdiv(n, block_n)
-    dec = scheduler.decompose(units, scheduler.cdiv(k, block_k), slots, chain=True)
-    rounds = dec.time_in_rounds(slots)
-    if dec.splits >= 3 and dec.tiles_dp > 0:
-        rounds += SPLIT_TAIL_OVERHEAD * (dec.splits - 1) / dec.splits
-    return rounds * (2 * BLOCK_M + block_n)
+    from .scheduler import cdiv
+    units = cdiv(cdiv(m, BLOCK_M), 2) * cdiv(n, block_n)
+    return split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD) * (2 * BLOCK_M + block_n)
 
 
 def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> int | None:
@@ -1221,7 +1220,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                     and config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count)):
                 return swapped
         # Last, where the plan is still a 128x256 / 128x192 tile: a width between the multiples of 64 whose
-        # tile count fills the rounds better (choose_narrow_width; never in place of tall tiles or a swap)
+        # tile count fills the rounds better (choose_narrow_width; never in place of a swap, in place of
+        # tall tiles only with NARROW_OVER_TALL_RATIO)
         narrow = choose_narrow_width(cfg, lambda w: plan_config(
             m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
@@ -1277,13 +1277,22 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
         full, tail = divmod(tiles, sm_count)
         rounds = full + tail / sm_count + (STREAM_K_MODEL_OVERHEAD if tail else 0.0)
     else:
-        # The model keeps the tail splits it was calibrated with (stops 19-24: at most MAX_SPLITS, as
-        # chain=True gives): the kernels' TAIL_MAX_SPLITS tails would change the rules' choices unmeasured.
-        dec = scheduler.decompose(tiles, kb, sm_count, narrow=block_n < 128, chain=True)
-        rounds = dec.time_in_rounds(sm_count)
-        if dec.splits >= 3 and dec.tiles_dp > 0:
-            rounds += split_tail_overhead * (dec.splits - 1) / dec.splits
+        rounds = split_rounds(tiles, kb, sm_count, split_tail_overhead, narrow=block_n < 128)
     return rounds * block_m * block_n / TILE_EFFICIENCY[(block_m, block_n)]
+
+
+def split_rounds(units: int, k_blocks: int, slots: int, split_tail_overhead: float, narrow: bool = False) -> float:
+    """The models' rounds of a data-parallel / split-K schedule of ``units`` whole-K units on ``slots``
+    (:meth:`scheduler.Decomposition.time_in_rounds`), a last wave split s >= 3 ways after full waves
+    ``split_tail_overhead`` x (s - 1) / s of a round longer (schedule_cost, pair_schedule_cost).  The models
+    keep the tail splits they were calibrated with (stops 19-24: at most MAX_SPLITS, as chain=True gives):
+    the kernels' TAIL_MAX_SPLITS tails would change the rules' choices unmeasured."""
+    from . import scheduler
+    dec = scheduler.decompose(units, k_blocks, slots, narrow=narrow, chain=True)
+    rounds = dec.time_in_rounds(slots)
+    if dec.splits >= 3 and dec.tiles_dp > 0:
+        rounds += split_tail_overhead * (dec.splits - 1) / dec.splits
+    return rounds
 
 
 WIDTH_192_RATIO = 1.0
@@ -1334,11 +1343,12 @@ measured as a rule yet (bench/next_session.sh part 3)."""
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
     """The 128xW plan (W in NARROW_RULE_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
     or None (see NARROW_WIDTH_RATIO): ``cfg`` - plan_config's final choice, after the tall and swap rules -
-    a cooperative 16-bit 128x256 or 128x192 tile without a
+    a cooperative 16-bit 128x256 or 128x192 tile (or, with NARROW_OVER_TALL_RATIO, a 192-row one) without a
     cluster, row-major D and K-major B (what the narrow kernels take), K >= NARROW_MIN_K; among the
-    widths whose columns pad N no more than 256-wide ones, the plan ``plan_width(W)`` (its own stream-K /
-    split choice) of the least modelled schedule, if it has no cluster and is at most NARROW_WIDTH_RATIO
-    of ``cfg``'s."""
+    widths whose columns pad N no more than 256-wide ones (+ NARROW_PAD_SLACK x N), the plan
+    ``plan_width(W)`` (its own stream-K / split choice) of the least modelled schedule, if it has no
+    cluster and is at most NARROW_WIDTH_RATIO (NARROW_OVER_TALL_RATIO against a 192-row ``cfg``) of
+    ``cfg``'s."""
     tall = cfg.block_m == TALL_BLOCK_M
     ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_WIDTH_RATIO
     if (ratio <= 0 or (not tall and cfg.block_n not in (192, 256)) or cfg.cluster_size > 1
