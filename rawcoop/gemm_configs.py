@@ -1043,11 +1043,16 @@ of 20 faster, geomean +6.9% (4032x680x14328 fp16 NN 256 -> 176 +21%, 12544x816x3
 chosen and 128x256 pairs: six of the measured transitions drop (net about 0), 2.8% of random step-8
 16-bit shapes move; that form not A/B'd again."""
 MISALIGNED_NARROW_MIN_K = 1024
-MISALIGNED_NARROW_OVER_TALL = False
+MISALIGNED_NARROW_OVER_TALL = True
 """plan_config: where misaligned_tall_fits takes 192x192 tiles, narrow pairs (misaligned_narrow_width against
 128x256 pairs) instead when that rule gives a width (False: never).  Stop 34's oracle rows: fp16 NN
 7080x808x4760 128x208 2x1 +21.4% over 192x192, bf16 TN 2496x520x8856 128x176 2x1 +13% / +18% (two calls),
-fp16 NN 9112x2848x4200 stays 192x192 (192 2x1 +1.1%); not measured as a rule yet."""
+fp16 NN 9112x2848x4200 stays 192x192 (192 2x1 +1.1%).  Stop 35 (H200, rule_ab False -> True, auto plans
+A/B in 7 alternating rounds, bench/NOTES.md call 1), out of sample (rule_cases seed 349: 0.75% of random
+step-8 16-bit shapes move, mostly NN): 12 of 16 faster, geomean +4.9% (bf16 NN 9000x640x1080 224 pairs
++25%, 1784x1096x2568 160 pairs +18%, fp16 NN 5280x1944x10728 224 pairs +14%; losses fp16 NN
+1000x4192x1904 176 pairs -16%, bf16 NN 776x2376x6208 160 pairs -12%, 920x12592x10208 224 pairs -7%,
+720x9296x16008 -1.5%); prediction was >= 9 of 16, +2%."""
 MISALIGNED_NARROW_MAX_ROWS_OFF = 3
 """misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
 
@@ -1340,6 +1345,20 @@ NARROW_PAD_SLACK = 0.0
 measured as a rule yet (bench/next_session.sh part 3)."""
 
 
+NARROW_OVER_128_RATIO = 0.0
+"""choose_narrow_width: the ratio against a cooperative 128x128 choice without a cluster (0: never) from K =
+NARROW_OVER_128_MIN_K, weighing 128x192 and 128x256 too, the 128x128 plan priced at
+NARROW_OVER_128_EFFICIENCY instead of its TILE_EFFICIENCY.  Long-K 128x128 plans (fewer than about two
+waves of 128x256 tiles, split-K or stream-K) were the oracle's worst rows by far (stops 31-35, bench/NOTES.md
+stop 35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2 +34%), 6352x392x6272 (stream-K)
+128x208 +80%, 5816x432x7744 128x224 stream-K +52%, bf16 TN 3072x528x9216 176 stream-K +25%: at long K
+a 128x128 tile's loads per FLOP, twice 128x256's, cost more than the model's 0.92 says."""
+NARROW_OVER_128_MIN_K = 2048
+NARROW_OVER_128_EFFICIENCY = 0.92
+NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
+"""choose_narrow_width's candidates against a 128x128 choice."""
+
+
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
     """The 128xW plan (W in NARROW_RULE_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
     or None (see NARROW_WIDTH_RATIO): ``cfg`` - plan_config's final choice, after the tall and swap rules -
@@ -1350,13 +1369,17 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     cluster and is at most NARROW_WIDTH_RATIO (NARROW_OVER_TALL_RATIO against a 192-row ``cfg``) of
     ``cfg``'s."""
     tall = cfg.block_m == TALL_BLOCK_M
-    ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_WIDTH_RATIO
-    if (ratio <= 0 or (not tall and cfg.block_n not in (192, 256)) or cfg.cluster_size > 1
-            or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K):
+    over_128 = not tall and cfg.block_n == 128
+    ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_OVER_128_RATIO if over_128 else NARROW_WIDTH_RATIO
+    if (ratio <= 0 or (not tall and cfg.block_n not in (128, 192, 256)) or cfg.cluster_size > 1
+            or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K
+            or (over_128 and k < NARROW_OVER_128_MIN_K)):
         return None
     base = config_cost(cfg, m, n, k, sm_count)      # (un-swapped: the kernel's M x N is the user's)
+    if over_128:
+        base *= TILE_EFFICIENCY[(BLOCK_M, 128)] / NARROW_OVER_128_EFFICIENCY
     best = None
-    for w in NARROW_RULE_NS:
+    for w in NARROW_OVER_128_NS if over_128 else NARROW_RULE_NS:
         if padded(n, w) > padded(n, 256) + NARROW_PAD_SLACK * n:
             continue
         alt = plan_width(w)
