@@ -1338,6 +1338,8 @@ NARROW_OVER_TALL_RATIO = 0.0
 narrow widths only replace 128x256 / 128x192).  Stop 34's oracle rows (calls 1, 3, 8): on ten shapes
 whose plan is 192-row a narrow width ran +5% to +24% (968x1200x4760, 7080x808x4760, 2496x520x8856,
 1400x880x4800, 4080x528x3264, 2560x512x12288); not measured as a rule yet."""
+NARROW_OVER_TALL_NS = (128, 192)
+"""... the 192-row choices' widths it applies to (192x128 and 192x192)."""
 NARROW_PAD_SLACK = 0.0
 """choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than
 256-wide ones (0: never more).  Stop 34's oracle (call 8): bf16 2736x1280x8816 ran 128x224 +11% over
@@ -1345,14 +1347,19 @@ NARROW_PAD_SLACK = 0.0
 measured as a rule yet (bench/next_session.sh part 3)."""
 
 
-NARROW_OVER_128_RATIO = 0.0
+NARROW_OVER_128_RATIO = 0.95
 """choose_narrow_width: the ratio against a cooperative 128x128 choice without a cluster (0: never) from K =
-NARROW_OVER_128_MIN_K, weighing 128x192 and 128x256 too, the 128x128 plan priced at
-NARROW_OVER_128_EFFICIENCY instead of its TILE_EFFICIENCY.  Long-K 128x128 plans (fewer than about two
-waves of 128x256 tiles, split-K or stream-K) were the oracle's worst rows by far (stops 31-35, bench/NOTES.md
-stop 35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2 +34%), 6352x392x6272 (stream-K)
-128x208 +80%, 5816x432x7744 128x224 stream-K +52%, bf16 TN 3072x528x9216 176 stream-K +25%: at long K
-a 128x128 tile's loads per FLOP, twice 128x256's, cost more than the model's 0.92 says."""
+NARROW_OVER_128_MIN_K, weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
+NARROW_OVER_128_EFFICIENCY (its TILE_EFFICIENCY, 0.92: the efficiency was the prepared knob, not needed).
+Long-K 128x128 plans (fewer than about 0.8 waves of 128x256 tiles: split-K, or stream-K) were the
+oracle's worst rows (stops 31-35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2
++34%), 6352x392x6272 (stream-K) 128x208 +80%; replayed on the 335 stored oracle rows (bench/oracle_replay.py)
+the rule moves 9, all faster.  Stop 35 (H200, rule_ab 0 -> 0.95, auto plans A/B in 7 alternating rounds,
+bench/NOTES.md call 2), out of sample (rule_cases seed 352: 3.7% of random step-8 16-bit shapes move): **21
+of 24 faster, geomean +12.0%** (bf16 NN 2008x416x7040 208 +52%, bf16 TN 4176x400x4488 208 +38%, 128x256
+split-K over 128x128 +1% to +28% on six shapes - 936x2016x11200 +25%; losses bf16 NN 384x2616x2128 240
+-15%, fp16 NN 288x1896x2264 -2.4%, fp16 TN 480x520x9864 -1%); prediction was >= 16 of 24, +4%.  At long
+K a 128x128 tile loads twice 128x256's bytes per FLOP."""
 NARROW_OVER_128_MIN_K = 2048
 NARROW_OVER_128_EFFICIENCY = 0.92
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
@@ -1362,16 +1369,18 @@ NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
     """The 128xW plan (W in NARROW_RULE_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
     or None (see NARROW_WIDTH_RATIO): ``cfg`` - plan_config's final choice, after the tall and swap rules -
-    a cooperative 16-bit 128x256 or 128x192 tile (or, with NARROW_OVER_TALL_RATIO, a 192-row one) without a
+    a cooperative 16-bit 128x256 or 128x192 tile (or, with NARROW_OVER_TALL_RATIO, a 192-row one; from K =
+    NARROW_OVER_128_MIN_K a 128x128 one, against which 128x192 and 128x256 are weighed too) without a
     cluster, row-major D and K-major B (what the narrow kernels take), K >= NARROW_MIN_K; among the
     widths whose columns pad N no more than 256-wide ones (+ NARROW_PAD_SLACK x N), the plan
     ``plan_width(W)`` (its own stream-K / split choice) of the least modelled schedule, if it has no
-    cluster and is at most NARROW_WIDTH_RATIO (NARROW_OVER_TALL_RATIO against a 192-row ``cfg``) of
-    ``cfg``'s."""
+    cluster and is at most NARROW_WIDTH_RATIO (NARROW_OVER_TALL_RATIO against a 192-row ``cfg``,
+    NARROW_OVER_128_RATIO against a 128x128 one) of ``cfg``'s."""
     tall = cfg.block_m == TALL_BLOCK_M
     over_128 = not tall and cfg.block_n == 128
     ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_OVER_128_RATIO if over_128 else NARROW_WIDTH_RATIO
-    if (ratio <= 0 or (not tall and cfg.block_n not in (128, 192, 256)) or cfg.cluster_size > 1
+    if (ratio <= 0 or (cfg.block_n not in NARROW_OVER_TALL_NS if tall else cfg.block_n not in (128, 192, 256))
+            or cfg.cluster_size > 1
             or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K
             or (over_128 and k < NARROW_OVER_128_MIN_K)):
         return None

@@ -183,3 +183,33 @@ def test_warmup_set_has_the_narrow_kernels():
             for ak in (True, False):
                 assert gc.GemmConfig(bn, kind, ak, True).spec in specs
                 assert gc.GemmConfig(bn, kind, ak, True, stream_k=True).spec in specs
+
+
+@pytest.mark.parametrize("m, n, k, kmajor, width", [
+    (2008, 416, 7040, (False, True), 208),      # stop 35 call 2: +52% over 128x128 split-K
+    (4176, 400, 4488, (True, True), 208),       # +38%
+    (936, 2016, 11200, (False, True), 256),     # 128x256 split-K, +25%
+    (968, 800, 10080, (False, True), 208),      # the fp16 NN oracle's +43% (in sample)
+])
+def test_narrow_over_128(m, n, k, kmajor, width, monkeypatch):
+    """NARROW_OVER_128_RATIO (stop 35: 21 of 24 random shapes faster, +12%): a long-K cooperative 128x128
+    choice gives way to a narrow width, 128x192 or 128x256 (their own split-K / stream-K) where the model
+    has it >= 5% shorter; K under NARROW_OVER_128_MIN_K, N-major B and the switch at 0 keep 128x128."""
+    for kind in (gc.BF16, gc.FP16):
+        cfg = _plan(m, n, k, kind, kmajor)
+        assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong) == (128, width, (1, 1), False), cfg
+        assert cfg == _plan(m, n, k, kind, kmajor, block_n=width)      # the forced kernel
+        assert _plan(m, n, k, kind, (kmajor[0], False)).block_n not in gc.NARROW_BOX_NS
+    monkeypatch.setattr(gc, "NARROW_OVER_128_RATIO", 0.0)
+    cfg = _plan(m, n, k, gc.BF16, kmajor)
+    assert (cfg.block_m, cfg.block_n) == (128, 128), cfg
+    monkeypatch.setattr(gc, "NARROW_OVER_128_RATIO", 0.95)
+    monkeypatch.setattr(gc, "NARROW_OVER_128_MIN_K", k + 8)
+    assert _plan(m, n, k, gc.BF16, kmajor).block_n == 128
+
+
+def test_narrow_over_128_leaves_ping_pong_and_short_k():
+    """Ping-pong 128x128 (many waves) and K < NARROW_OVER_128_MIN_K are not this rule's."""
+    assert _plan(4096, 14336, 4096).pingpong                      # the bench's ping-pong shape
+    cfg = _plan(1152, 472, 1000)                                  # stop 31's oracle: 128x128 split 2, K 1000
+    assert (cfg.block_m, cfg.block_n) == (128, 128), cfg
