@@ -1360,7 +1360,7 @@ of 24 faster, geomean +12.0%** (bf16 NN 2008x416x7040 208 +52%, bf16 TN 4176x400
 split-K over 128x128 +1% to +28% on six shapes - 936x2016x11200 +25%; losses bf16 NN 384x2616x2128 240
 -15%, fp16 NN 288x1896x2264 -2.4%, fp16 TN 480x520x9864 -1%); prediction was >= 16 of 24, +4%.  At long
 K a 128x128 tile loads twice 128x256's bytes per FLOP."""
-NARROW_OVER_128_MIN_K = 2048
+NARROW_OVER_128_MIN_K = 2560
 NARROW_OVER_128_EFFICIENCY = 0.92
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
