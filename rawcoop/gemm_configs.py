@@ -1333,13 +1333,18 @@ NARROW_RULE_NS = (160, 176, 208, 224, 240)
 the rule picked it (stop 33 calls 2-3: -1% to -9.5%; won only 1024x4608x3584, +14%)."""
 NARROW_MIN_K = 1024
 """choose_narrow_width: K from which the widths between the multiples of 64 are weighed (WIDTH_192_MIN_K)."""
-NARROW_OVER_TALL_RATIO = 0.0
-"""choose_narrow_width: the ratio against a 192-row choice (choose_tall's 192x192 / 192x128; 0: never, the
-narrow widths only replace 128x256 / 128x192).  Stop 34's oracle rows (calls 1, 3, 8): on ten shapes
-whose plan is 192-row a narrow width ran +5% to +24% (968x1200x4760, 7080x808x4760, 2496x520x8856,
-1400x880x4800, 4080x528x3264, 2560x512x12288); not measured as a rule yet."""
-NARROW_OVER_TALL_NS = (128, 192)
-"""... the 192-row choices' widths it applies to (192x128 and 192x192)."""
+NARROW_OVER_TALL_RATIO = 0.85
+"""choose_narrow_width: the ratio against a 192-row choice of a width in NARROW_OVER_TALL_NS (0: never, the
+narrow widths only replace 128x256 / 128x192 / long-K 128x128).  Stop 34's oracle rows: on ten shapes whose
+plan is 192-row a narrow width ran +5% to +24%.  Stop 35 (H200, rule_ab, auto plans A/B in 7 alternating
+rounds, bench/NOTES.md calls 1, 3, 4): against 192x192 and 192x128 at 0.9, 16 random shapes +0.55% - the
+192x192 rows mixed (-25% to +21%), the five 192x128 ones all faster; against 192x128 only at 0.95, 16 new
+shapes 10 faster, +3.3%, the losses where the model's ratio was 0.89-0.95 (to -11.5%); at 0.85 (fitted on
+those 21 rows), 16 new shapes (rule_cases seed 356, 0.69% of random step-8 16-bit shapes move) **13 faster,
+geomean +11.4%** (bf16 TN 616x3952x13328 160 +57%, fp16 NN 416x4952x15920 +47%, 2944x792x5920 +39%; losses
+bf16 NN 2512x824x9200 -13%, 3824x600x1744 -1.3%, fp16 TN 4992x448x7768 -0.5%); prediction was >= 11, +4%."""
+NARROW_OVER_TALL_NS = (128,)
+"""... the 192-row choices' widths it applies to: 192x128 (192x192 ran mixed, stop 35 call 1)."""
 NARROW_PAD_SLACK = 0.0
 """choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than
 256-wide ones (0: never more).  Stop 34's oracle (call 8): bf16 2736x1280x8816 ran 128x224 +11% over
@@ -1349,7 +1354,9 @@ measured as a rule yet (bench/next_session.sh part 3)."""
 
 NARROW_OVER_128_RATIO = 0.95
 """choose_narrow_width: the ratio against a cooperative 128x128 choice without a cluster (0: never) from K =
-NARROW_OVER_128_MIN_K, weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
+NARROW_OVER_128_MIN_K (2560, 40 k-blocks: call 3's 12 shapes at K 2056-2336 ran 5 faster, +1.0%, and with
+call 2's the gain followed K; call 4's 16 lowest-K shapes of a new sample, K 2560-2824, 11 faster, +5.35%,
+losses fp16 TN 256x6352x2656 128x256 -18%, bf16 TN 2568x584x2752 208 -12.6%, fp16 TN 4152x472x2752 -8.6%), weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
 NARROW_OVER_128_EFFICIENCY (its TILE_EFFICIENCY, 0.92: the efficiency was the prepared knob, not needed).
 Long-K 128x128 plans (fewer than about 0.8 waves of 128x256 tiles: split-K, or stream-K) were the
 oracle's worst rows (stops 31-35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2

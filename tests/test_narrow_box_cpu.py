@@ -149,19 +149,27 @@ def test_narrow_width_switches(monkeypatch):
 
 
 def test_narrow_pad_slack_and_over_tall_switches(monkeypatch):
-    """The two prepared switches (off: the plans as measured): NARROW_PAD_SLACK lets a width that pads N
-    more than 256-wide columns compete (2736x1280x8816: 6 x 224 = 1344 fills one wave of 132 tiles, the
-    oracle's +11%); NARROW_OVER_TALL_RATIO weighs the widths against a 192-row choice too (1400x880x4800:
-    192x192 split-K -> 128x224, the oracle's +14.5%)."""
-    assert gc.NARROW_PAD_SLACK == 0 and gc.NARROW_OVER_TALL_RATIO == 0
+    """NARROW_PAD_SLACK (off: stop 35 measured 0.05 at -0.4%) lets a width that pads N more than 256-wide
+    columns compete (2736x1280x8816: 6 x 224 = 1344 fills one wave of 132 tiles, the oracle's +11%);
+    NARROW_OVER_TALL_RATIO (0.85 since stop 35) weighs the widths against a 192x128 choice
+    (NARROW_OVER_TALL_NS; 432x4712x3856: the oracle's +47%), and with 192 in NARROW_OVER_TALL_NS against
+    192x192 too (1400x880x4800 at 0.9: 192x192 split-K -> 128x224, the oracle's +14.5%)."""
+    assert gc.NARROW_PAD_SLACK == 0
     assert _plan(2736, 1280, 8816).block_n == 256
     monkeypatch.setattr(gc, "NARROW_PAD_SLACK", 0.05)
     assert _plan(2736, 1280, 8816).block_n == 224
+    assert gc.NARROW_OVER_TALL_RATIO == 0.85 and gc.NARROW_OVER_TALL_NS == (128,)
+    cfg = _plan(432, 4712, 3856)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 160, (1, 1)), cfg
     cfg = _plan(1400, 880, 4800)
     assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
     monkeypatch.setattr(gc, "NARROW_OVER_TALL_RATIO", 0.9)
+    monkeypatch.setattr(gc, "NARROW_OVER_TALL_NS", (128, 192))
     cfg = _plan(1400, 880, 4800)
     assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 224, (1, 1)), cfg
+    monkeypatch.setattr(gc, "NARROW_OVER_TALL_RATIO", 0.0)
+    cfg = _plan(432, 4712, 3856)
+    assert (cfg.block_m, cfg.block_n) == (192, 128), cfg
 
 
 def test_bench_shapes_keep_their_plans():
