@@ -971,6 +971,11 @@ MISALIGNED_TALL_RATIO = 0.9
 """misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
 schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
 an operand is MN-major."""
+MISALIGNED_TALL_PAIRED = False
+"""misaligned_tall_fits: price the 128x256 side as the 2x1 pairs it runs (pair_schedule_cost's rounds of
+pairs on sm_count // 2 slots, the split-tail term, x the tile's area) rather than as single 128x256 tiles
+on every SM (False).  Stop 35's oracle: bf16 TN/TT and fp16 TN 544x6344x4872 ran 192x192 +26% to +29% over
+the 256 pairs (75 pairs on 66 slots, a 7-way split tail) that the single-tile model priced one round."""
 MISALIGNED_TALL_RATIO_MN_MAJOR = 1.0
 """H200, stop 32: MISALIGNED_TALL_RATIO 0.9 -> 1.0 for every layout (rule_ab, 16 shapes of rule_cases seed
 71) ran 10 of 16 faster, +5.5%, but TN (both K-major) only 1 of 6 (-5% to -12%) and NN/NT/TT 9 of 10; with
@@ -995,7 +1000,12 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
-    wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
+    if MISALIGNED_TALL_PAIRED:      # the pairs as the cluster kernel runs them: tile rows rounded up to pairs
+        from .scheduler import cdiv
+        units = cdiv(cdiv(m, BLOCK_M), 2) * cdiv(n, 256)
+        wide = split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD) * BLOCK_M * 256
+    else:
+        wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
     tall = schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, 192, block_k=block_k)
     return tall <= ratio * wide
 
@@ -1053,6 +1063,10 @@ step-8 16-bit shapes move, mostly NN): 12 of 16 faster, geomean +4.9% (bf16 NN 9
 +25%, 1784x1096x2568 160 pairs +18%, fp16 NN 5280x1944x10728 224 pairs +14%; losses fp16 NN
 1000x4192x1904 176 pairs -16%, bf16 NN 776x2376x6208 160 pairs -12%, 920x12592x10208 224 pairs -7%,
 720x9296x16008 -1.5%); prediction was >= 9 of 16, +2%."""
+MISALIGNED_NARROW_OVER_TALL_MIN_M = 1024
+"""... and M above this (0: any).  Stop 35: with M <= 1024 the narrow pairs lost to the 192x192 tiles they
+replaced on 7 of 10 measured rows (call 1's A/B and the oracle: 560x3376x5976 -30%, 536x7240x3112 -26%,
+1000x4192x1904 -16%; 696x8712x1792 +6%), with M > 1024 won all 9 (+0.5% to +25%)."""
 MISALIGNED_NARROW_MAX_ROWS_OFF = 3
 """misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
 
@@ -1167,7 +1181,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
-            narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count) if MISALIGNED_NARROW_OVER_TALL else None
+            narrow_n = (misaligned_narrow_width(wide, m, n, k, sm_count)
+                        if MISALIGNED_NARROW_OVER_TALL and m > MISALIGNED_NARROW_OVER_TALL_MIN_M else None)
             return with_tile(wide, narrow_n) if narrow_n else as_tall(wide, 192)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
             wide = with_tile(wide, 192)
