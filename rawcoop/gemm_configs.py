@@ -975,7 +975,10 @@ MISALIGNED_TALL_PAIRED = False
 """misaligned_tall_fits: price the 128x256 side as the 2x1 pairs it runs (pair_schedule_cost's rounds of
 pairs on sm_count // 2 slots, the split-tail term, x the tile's area) rather than as single 128x256 tiles
 on every SM (False).  Stop 35's oracle: bf16 TN/TT and fp16 TN 544x6344x4872 ran 192x192 +26% to +29% over
-the 256 pairs (75 pairs on 66 slots, a 7-way split tail) that the single-tile model priced one round."""
+the 256 pairs (75 pairs on 66 slots, a 7-way split tail) that the single-tile model priced one round.
+Stop 35 call 5 (rule_ab False -> True, 16 shapes of rule_cases seed 358, 2.9% of random step-8 16-bit shapes
+move): 9 of 16 faster, +2.7% (+4% to +16% at K 2336-7288; fp16 TT 1376x6088x12440 -8.9%, 11536x664x2936
+-6.4%, NT 2232x3592x7400 -5.2%); prediction was >= 10, +3%: off, not adopted."""
 MISALIGNED_TALL_RATIO_MN_MAJOR = 1.0
 """H200, stop 32: MISALIGNED_TALL_RATIO 0.9 -> 1.0 for every layout (rule_ab, 16 shapes of rule_cases seed
 71) ran 10 of 16 faster, +5.5%, but TN (both K-major) only 1 of 6 (-5% to -12%) and NN/NT/TT 9 of 10; with
@@ -1066,7 +1069,10 @@ step-8 16-bit shapes move, mostly NN): 12 of 16 faster, geomean +4.9% (bf16 NN 9
 MISALIGNED_NARROW_OVER_TALL_MIN_M = 1024
 """... and M above this (0: any).  Stop 35: with M <= 1024 the narrow pairs lost to the 192x192 tiles they
 replaced on 7 of 10 measured rows (call 1's A/B and the oracle: 560x3376x5976 -30%, 536x7240x3112 -26%,
-1000x4192x1904 -16%; 696x8712x1792 +6%), with M > 1024 won all 9 (+0.5% to +25%)."""
+1000x4192x1904 -16%; 696x8712x1792 +6%), with M > 1024 won all 9 (+0.5% to +25%).  Out of sample
+(bench/NOTES.md call 5, rule_ab 0 -> 1024 on 12 shapes of rule_cases seed 359, 0.12% of random step-8
+16-bit shapes move back to 192x192): 8 of 12 faster, geomean +9.8% (bf16 NN 856x4760x1360 +37%, fp16 NN
+904x4224x1328 +28%; losses bf16 TN 728x2896x9048 -10%, 816x7288x1304 -7%); prediction was >= 8, +4%."""
 MISALIGNED_NARROW_MAX_ROWS_OFF = 3
 """misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
 

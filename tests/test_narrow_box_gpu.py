@@ -106,3 +106,28 @@ def test_auto_narrow_width(m, n, k, width, dt_name, layout):
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, width, (1, 1)), cfg.spec.label
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
+@pytest.mark.parametrize("m, n, k, tile", [
+    (2008, 416, 7040, (128, 208)),      # NARROW_OVER_128_RATIO: 128x208 split 4 over 128x128 split 2
+    (4176, 400, 4488, (128, 208)),      # ... split 2
+    (936, 2016, 11200, (128, 256)),     # ... 128x256 split 2
+    (6352, 392, 6272, (128, 208)),      # ... data-parallel over 128x128 stream-K
+    (432, 4712, 3856, (128, 160)),      # NARROW_OVER_TALL_RATIO: over 192x128 (D's pitch misaligned)
+    (2944, 792, 5920, (128, 160)),      # ... over 192x128
+], ids=str)
+def test_auto_plans_of_stop_35(m, n, k, tile, dt_name, layout):
+    """The plans stop 35's rules give (choose_narrow_width against long-K 128x128 and 192x128 choices; on a
+    132-SM GPU) right against float64 and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 53)
+    cfg = _plan_for(a, b).cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (*tile, (1, 1)), cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
