@@ -184,7 +184,8 @@ def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
 @pytest.mark.parametrize("kind,shape,splits", [
     ("bfloat16", (1792, 2560, 10240), 16),    # 128x256 (forced: the automatic plan is 128x160 stream-K since
                                               # stop 33): one wave + 8 tail tiles in 16 splits (128 units)
-    ("float16", (320, 6016, 11264), 14),      # 128x128: 9 tail tiles, 132 // 9 splits
+    ("float16", (320, 6016, 11264), 14),      # 128x128 (forced: the automatic plan is 128x160 data-parallel
+                                              # since stop 35): 9 tail tiles, 132 // 9 splits
     ("e4m3", (640, 6720, 12288), 12),         # 3 tail tiles, 96 k-blocks // 8
     ("tf32", (3136, 1024, 6144), 16),         # 192x128 tiles, three consumers' slots per split
 ], ids=str)
@@ -203,8 +204,7 @@ def test_tail_wave_split_spread(kind, shape, splits):
         dt = _dt(kind)
         a, b = _rand(cp, (m, k), dt, 21), _rand(cp, (n, k), dt, 22).T
         a64, b64, extra, tol = a.astype(cp.float64), b.astype(cp.float64), {}, TOL[kind]
-        if kind == "bfloat16":
-            extra = dict(_block_n=256)
+        extra = dict(_block_n=256 if kind == "bfloat16" else 128)
     else:
         a, b, a64, b64, extra, tols = _lowp_operands(cp, kind, m, n, k, 23, (0.75, 1.5))
         dt = cp.dtype(cp.float32) if kind == "tf32" else _dt("bfloat16")
