@@ -1248,10 +1248,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         # Last, where the plan is still a 128x256 / 128x192 tile: a width between the multiples of 64 whose
         # tile count fills the rounds better (choose_narrow_width; never in place of a swap, in place of
         # tall tiles only with NARROW_OVER_TALL_RATIO)
-        narrow = choose_narrow_width(cfg, lambda w: plan_config(
+        narrow = choose_narrow_width(cfg, lambda w, streamk=None: plan_config(
             m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
-            pitches=pitches), km, kn, k, sm_count)
+            streamk=streamk, pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             return narrow
     return cfg
@@ -1390,6 +1390,11 @@ split-K over 128x128 +1% to +28% on six shapes - 936x2016x11200 +25%; losses bf1
 K a 128x128 tile loads twice 128x256's bytes per FLOP."""
 NARROW_OVER_128_MIN_K = 2560
 NARROW_OVER_128_EFFICIENCY = 0.92
+NARROW_OVER_128_STREAM_K = False
+"""... and each width's stream-K plan too where its tiles are fewer than the SMs (False: only the plan its own
+rules give).  Stop 34's oracle: bf16 TN 3072x528x9216 128x176 stream-K +25% over 128x128 (one round of 120
+tiles), fp16 NN 5816x432x7744 128x224 stream-K +52%; the model prices both above 128x128 unless
+NARROW_OVER_128_EFFICIENCY is lowered too (prepared, not measured)."""
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
 
@@ -1419,10 +1424,13 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     for w in NARROW_OVER_128_NS if over_128 else NARROW_RULE_NS:
         if padded(n, w) > padded(n, 256) + NARROW_PAD_SLACK * n:
             continue
-        alt = plan_width(w)
-        cost = config_cost(alt, m, n, k, sm_count)
-        if alt.cluster_size == 1 and (best is None or cost < best[0]):
-            best = (cost, alt)
+        alts = [plan_width(w)]
+        if over_128 and NARROW_OVER_128_STREAM_K and not alts[0].stream_k and tile_count(m, n, w, 1) < sm_count:
+            alts.append(plan_width(w, streamk=True))
+        for alt in alts:
+            cost = config_cost(alt, m, n, k, sm_count)
+            if alt.cluster_size == 1 and (best is None or cost < best[0]):
+                best = (cost, alt)
     return best[1] if best is not None and best[0] <= ratio * base else None
 
 
