@@ -1378,7 +1378,8 @@ NARROW_OVER_128_RATIO = 0.95
 NARROW_OVER_128_MIN_K (2560, 40 k-blocks: call 3's 12 shapes at K 2056-2336 ran 5 faster, +1.0%, and with
 call 2's the gain followed K; call 4's 16 lowest-K shapes of a new sample, K 2560-2824, 11 faster, +5.35%,
 losses fp16 TN 256x6352x2656 128x256 -18%, bf16 TN 2568x584x2752 208 -12.6%, fp16 TN 4152x472x2752 -8.6%), weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
-NARROW_OVER_128_EFFICIENCY (its TILE_EFFICIENCY, 0.92: the efficiency was the prepared knob, not needed).
+NARROW_OVER_128_EFFICIENCY (0.92, its TILE_EFFICIENCY, in calls 2-4; 0.8 since call 9, with the widths'
+stream-K plans, NARROW_OVER_128_STREAM_K).
 Long-K 128x128 plans (fewer than about 0.8 waves of 128x256 tiles: split-K, or stream-K) were the
 oracle's worst rows (stops 31-35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2
 +34%), 6352x392x6272 (stream-K) 128x208 +80%; replayed on the 335 stored oracle rows (bench/oracle_replay.py)
@@ -1389,12 +1390,16 @@ split-K over 128x128 +1% to +28% on six shapes - 936x2016x11200 +25%; losses bf1
 -15%, fp16 NN 288x1896x2264 -2.4%, fp16 TN 480x520x9864 -1%); prediction was >= 16 of 24, +4%.  At long
 K a 128x128 tile loads twice 128x256's bytes per FLOP."""
 NARROW_OVER_128_MIN_K = 2560
-NARROW_OVER_128_EFFICIENCY = 0.92
-NARROW_OVER_128_STREAM_K = False
+NARROW_OVER_128_EFFICIENCY = 0.8
+NARROW_OVER_128_STREAM_K = True
 """... and each width's stream-K plan too where its tiles are fewer than the SMs (False: only the plan its own
 rules give).  Stop 34's oracle: bf16 TN 3072x528x9216 128x176 stream-K +25% over 128x128 (one round of 120
 tiles), fp16 NN 5816x432x7744 128x224 stream-K +52%; the model prices both above 128x128 unless
-NARROW_OVER_128_EFFICIENCY is lowered too (prepared, not measured)."""
+NARROW_OVER_128_EFFICIENCY is lowered too.  Stop 35 (H200, rule_ab, this and NARROW_OVER_128_EFFICIENCY
+0.92 -> 0.8 together, 7 alternating rounds, bench/NOTES.md call 9), out of sample (rule_cases seed 360:
+0.47% of random step-8 16-bit shapes move): **13 of 16 faster, geomean +6.25%** (bf16 TN 2856x576x11568
+128x192 stream-K +20%, fp16 TN 648x1368x7296 208 +16%, 4416x304x5480 160 stream-K +16%; losses -0.8% to
+-1.7%); prediction was >= 10 of 16, +4%."""
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
 

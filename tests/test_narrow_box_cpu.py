@@ -221,3 +221,17 @@ def test_narrow_over_128_leaves_ping_pong_and_short_k():
     assert _plan(4096, 14336, 4096).pingpong                      # the bench's ping-pong shape
     cfg = _plan(1152, 472, 1000)                                  # stop 31's oracle: 128x128 split 2, K 1000
     assert (cfg.block_m, cfg.block_n) == (128, 128), cfg
+
+
+@pytest.mark.parametrize("m, n, k, width", [(3072, 528, 9216, 176), (5816, 432, 7744, 224),
+                                            (2856, 576, 11568, 192)])
+def test_narrow_over_128_stream_k(m, n, k, width, monkeypatch):
+    """NARROW_OVER_128_STREAM_K with NARROW_OVER_128_EFFICIENCY 0.8 (stop 35 call 9: 13 of 16 faster,
+    +6.25%): a width's stream-K plan where its tiles are fewer than the SMs competes too (3072x528x9216:
+    one round of 120 128x128 tiles -> 72 128x176 tiles stream-K, the oracle's +25%); off, 128x128 stays."""
+    cfg = _plan(m, n, k)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.stream_k) == (128, width, (1, 1), True), cfg
+    assert cfg == _plan(m, n, k, block_n=width, streamk=True)      # the forced kernel
+    monkeypatch.setattr(gc, "NARROW_OVER_128_STREAM_K", False)
+    monkeypatch.setattr(gc, "NARROW_OVER_128_EFFICIENCY", 0.92)
+    assert _plan(m, n, k).block_n == 128

@@ -114,6 +114,7 @@ def test_auto_narrow_width(m, n, k, width, dt_name, layout):
     (4176, 400, 4488, (128, 208)),      # ... split 2
     (936, 2016, 11200, (128, 256)),     # ... 128x256 split 2
     (6352, 392, 6272, (128, 208)),      # ... data-parallel over 128x128 stream-K
+    (3072, 528, 9216, (128, 176)),      # NARROW_OVER_128_STREAM_K: 128x176 stream-K over one round of 128x128
     (432, 4712, 3856, (128, 160)),      # NARROW_OVER_TALL_RATIO: over 192x128 (D's pitch misaligned)
     (2944, 792, 5920, (128, 160)),      # ... over 192x128
 ], ids=str)
