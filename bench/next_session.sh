@@ -156,39 +156,30 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (prepared in stop 34; bench/NOTES.md "End of session (stop 34)"):
-# (a) NARROW_PAD_SLACK 0 -> 0.05 (choose_narrow_width weighs widths that pad N up to 5% of N more than
-#     256-wide columns: stop 34's 2736x1280x8816 ran 128x224 +11%, 132 tiles instead of 110): the 16 shapes
-#     of rule_cases seed 348 (0.43% of random 16-bit TN/NN step-8 shapes move).  Replayed on 95 oracle
-#     rows: 5 move, 3 faster, +0.2% overall.  Prediction: >= 9 of 16 faster, geomean >= +1%.
-# (b) NARROW_OVER_TALL_RATIO 0 -> 0.9 (the narrow widths, no cluster, also against choose_tall's 192-row
-#     choices): 16 shapes of rule_cases seed 347 (4.7% move, mostly 192x192 split-3 -> 128x160).  Replayed on
-#     the oracle rows: 6 move, 4 faster, net +0.02%; the one-wave long-K winners were narrow widths in 2x1
-#     clusters, which this rule does not offer.  Prediction: <= 9 of 16 faster, geomean within +-2%.
-# (c) surveys seed 39, bf16 and fp16 (GPU-bound rows; stop 34 seed 38: 1.001 / 1.006; prediction >= 1.0 both).
-# (e) MISALIGNED_NARROW_OVER_TALL False -> True (where misaligned_tall_fits takes 192x192, the narrow pairs
-#     instead when misaligned_narrow_width gives a width): 16 shapes of rule_cases seed 349 (0.75% of random
-#     step-8 16-bit shapes move, mostly NN/NT/TT: MISALIGNED_TALL_RATIO_MN_MAJOR 1.0).  In sample only fp16 NN
-#     7080x808x4760 (208 pairs +21.4% over 192x192).  Prediction: >= 9 of 16 faster, geomean >= +2%.
-# (d) oracle fp16 NN, random 32 (seed 42), widths 160-240: after stop 34's pair rule, best/auto <= 1.07
-#     (seed 41 before it: 1.096); and the misaligned survey loser 3424x1384x2392 (0.77 of cuBLAS with 128x208
-#     pairs) bf16/fp16 TN: prediction no plan of ours >= 0.9 of cuBLAS there (the gap is the kernel's).
-add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.NARROW_PAD_SLACK=0.0/0.05 --rounds 7 --iters 10 \
---json $Q_OUT/ab_pad_slack.json \
---cases fp16:NN:272x11744x1344,bf16:NN:2816x1792x1408,bf16:NN:320x14568x2192,fp16:TN:1216x2744x2288,fp16:TN:2672x1280x2560,bf16:TN:2752x1280x3152,fp16:NN:13448x488x3600,bf16:NN:6608x1024x3696,bf16:NN:1568x3232x3776,bf16:TN:624x11472x5632,fp16:TN:264x14800x7376,bf16:NN:2544x5000x9328,fp16:TN:2408x2304x9440,fp16:TN:336x9200x11104,fp16:TN:2888x4600x11456,fp16:TN:13832x488x13624; \
-$PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_RATIO=0.0/0.9 --rounds 7 --iters 10 --json $Q_OUT/ab_over_tall.json \
---cases bf16:NN:1496x776x1280,bf16:TN:3696x304x1680,fp16:TN:5744x672x1744,bf16:NN:1088x2192x2848,fp16:NN:14160x568x2864,bf16:TN:4008x2152x3184,fp16:NN:6392x304x3976,fp16:NN:7744x1032x5072,bf16:TN:560x2216x5144,bf16:TN:888x784x6504,bf16:TN:800x1544x6840,fp16:TN:1000x536x8512,bf16:TN:696x3120x9488,fp16:NN:3952x264x10272,fp16:NN:9240x272x15672,bf16:NN:688x656x15856; \
-$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_NARROW_OVER_TALL=False/True --rounds 7 --iters 10 \
---json $Q_OUT/ab_mis_narrow_over_tall.json \
---cases bf16:NN:9000x640x1080,fp16:NN:696x8712x1792,fp16:NN:1000x4192x1904,fp16:NN:5152x1328x1928,fp16:TN:3680x568x2536,bf16:NN:1784x1096x2568,fp16:NN:4512x1440x3144,bf16:NN:768x9296x3208,fp16:NN:8952x1040x4304,bf16:NN:776x2376x6208,fp16:TN:960x2208x6536,fp16:NN:1672x1288x8952,bf16:NN:920x12592x10208,fp16:NN:5280x1944x10728,bf16:NN:10592x800x11048,fp16:NN:720x9296x16008; \
-$PY bench/survey.py --dtype bfloat16 --seed 39 --json $Q_OUT/survey_bf16_s39.json; \
-$PY bench/survey.py --dtype float16 --seed 39 --json $Q_OUT/survey_fp16_s39.json; \
-$PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 42 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---json $Q_OUT/oracle_fp16_nn_s42.json; \
-$PY bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 176,208,224,240 --shapes 3424x1384x2392 \
---json $Q_OUT/oracle_mis_worst_bf16.json; \
-$PY bench/oracle.py --dtype float16 --layout TN --rounds 5 --iters 10 --widths 176,208,224,240 --shapes 3424x1384x2392 \
---json $Q_OUT/oracle_mis_worst_fp16.json"
+# Experiment (prepared in stop 35; bench/NOTES.md "End of session (stop 35)"):
+# (a) MISALIGNED_TALL_PAIRED False -> True (misaligned_tall_fits prices the 128x256 side as the 2x1 pairs it
+#     runs): stop 35 call 5 measured 9 of 16 faster, +2.7% (seed 358); a second sample, rule_cases seed 362
+#     (2.9% of random step-8 16-bit shapes move).  Prediction: >= 9 of 16 faster, geomean >= +2%.
+# (b) NARROW_OVER_TALL_192_SPLIT False -> True (narrow widths also against 192x192 choices with fewer tiles
+#     than SMs): rule_cases seed 363 (1.2% move).  In sample mixed (call 1: 5 of 6, +5%; the oracle rows 2
+#     of 5).  Prediction: <= 10 of 16 faster, geomean within +-3%.
+# (c) NARROW_OVER_128_MN_MAJOR_B False -> True (128x192 / 128x256 against long-K 128x128 plans with an
+#     N-major B): rule_cases seed 364 (3.0% move, mostly 128x128 -> 128x256 split 2).  The K-major-B rule
+#     ran +12% / +5% / +6% out of sample in stop 35.  Prediction: >= 10 of 16 faster, geomean >= +3%.
+# (d) surveys seed 41, bf16 and fp16 (GPU-bound rows; stop 35 seed 40: 1.012 / 0.993; prediction >= 1.01 /
+#     >= 1.0).
+# (e) oracle fp16 NN, random 32 (seed 43), widths 160-240: best/auto <= 1.08 (seed 42 before stop 35's
+#     rules: 1.105).
+add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_PAIRED=False/True --rounds 7 --iters 10 \
+--json $Q_OUT/ab_mis_tall_paired.json --cases fp16:NT:4128x984x336,bf16:TN:872x4112x376,fp16:NN:568x9104x1280,fp16:TN:1496x2960x2056,bf16:TT:1568x2504x2136,fp16:NT:856x8808x2320,fp16:NN:6856x1104x3176,bf16:TT:464x9704x3512,fp16:NN:2056x14112x4376,bf16:NN:2944x3000x4824,fp16:TT:2616x1768x7848,fp16:NT:632x9096x8752,bf16:TT:536x8624x9592,bf16:TT:944x9496x9888,fp16:NT:3656x2384x10440,fp16:TT:2520x1984x11816; \
+$PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_192_SPLIT=False/True --rounds 7 --iters 10 \
+--json $Q_OUT/ab_over_tall_192_split.json --cases fp16:TN:9696x320x1536,bf16:NN:648x1816x1952,bf16:NN:2496x464x2312,bf16:TN:3440x296x2352,fp16:NN:456x2432x2872,bf16:NN:3904x288x3144,bf16:NN:3760x328x3256,fp16:TN:3448x264x4104,fp16:TN:816x1320x5936,bf16:TN:1712x696x6088,fp16:NN:528x2288x7672,bf16:TN:2472x304x10520,fp16:TN:824x808x11024,bf16:TN:768x1736x13296,fp16:TN:2472x272x14712,bf16:NN:640x2080x15544; \
+$PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_128_MN_MAJOR_B=False/True --rounds 7 --iters 10 \
+--json $Q_OUT/ab_over128_mn_major_b.json --cases bf16:NT:1240x1296x3208,fp16:TT:264x2512x4000,fp16:NT:608x1328x4064,fp16:NT:360x3016x4216,bf16:NT:1144x760x4472,bf16:NT:280x1520x4984,fp16:NT:304x2680x5000,fp16:NT:1856x416x8480,fp16:TT:712x552x9624,fp16:TT:1472x1120x9648,fp16:TT:640x720x10040,bf16:TT:792x1072x11072,bf16:NT:1248x392x11856,bf16:TT:3160x256x12272,fp16:TT:1064x1512x12968,bf16:TT:272x2456x15032; \
+$PY bench/survey.py --dtype bfloat16 --seed 41 --json $Q_OUT/survey_bf16_s41.json; \
+$PY bench/survey.py --dtype float16 --seed 41 --json $Q_OUT/survey_fp16_s41.json; \
+$PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 43 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
+--json $Q_OUT/oracle_fp16_nn_s43.json"
 fi
 
 N=${#NAMES[@]}

@@ -1366,6 +1366,11 @@ geomean +11.4%** (bf16 TN 616x3952x13328 160 +57%, fp16 NN 416x4952x15920 +47%, 
 bf16 NN 2512x824x9200 -13%, 3824x600x1744 -1.3%, fp16 TN 4992x448x7768 -0.5%); prediction was >= 11, +4%."""
 NARROW_OVER_TALL_NS = (128,)
 """... the 192-row choices' widths it applies to: 192x128 (192x192 ran mixed, stop 35 call 1)."""
+NARROW_OVER_TALL_192_SPLIT = False
+"""... and 192x192 choices with fewer tiles than SMs (split-K in one round; False: never).  Stop 35 call 1's
+192x192 rows split by tile count: the six with fewer tiles than SMs ran the narrow widths 5 faster, about
++5% (bf16 TN 3696x304x1680 +21%, 688x656x15856 +16%; 560x2216x5144 -15%), the five with >= 120 tiles
+-25% to +1% (in sample; prepared for bench/next_session.sh part 3, not measured as a rule)."""
 NARROW_PAD_SLACK = 0.0
 """choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than
 256-wide ones (0: never more).  Stop 34's oracle (call 8): bf16 2736x1280x8816 ran 128x224 +11% over
@@ -1400,6 +1405,10 @@ NARROW_OVER_128_EFFICIENCY is lowered too.  Stop 35 (H200, rule_ab, this and NAR
 0.47% of random step-8 16-bit shapes move): **13 of 16 faster, geomean +6.25%** (bf16 TN 2856x576x11568
 128x192 stream-K +20%, fp16 TN 648x1368x7296 208 +16%, 4416x304x5480 160 stream-K +16%; losses -0.8% to
 -1.7%); prediction was >= 10 of 16, +4%."""
+NARROW_OVER_128_MN_MAJOR_B = False
+"""... with an N-major B too, 128x192 and 128x256 only (the narrow kernels take K-major B; False: K-major B
+only).  The oracle (stop 33, fp16 NT 1992x912x5120): 128x256 +22%, in 1x2 clusters +27%, over 128x128;
+prepared for bench/next_session.sh part 3, not measured as a rule."""
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
 
@@ -1417,16 +1426,20 @@ def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_
     tall = cfg.block_m == TALL_BLOCK_M
     over_128 = not tall and cfg.block_n == 128
     ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_OVER_128_RATIO if over_128 else NARROW_WIDTH_RATIO
-    if (ratio <= 0 or (cfg.block_n not in NARROW_OVER_TALL_NS if tall else cfg.block_n not in (128, 192, 256))
+    tall_split = (tall and cfg.block_n == 192 and NARROW_OVER_TALL_192_SPLIT
+                  and tile_count(m, n, 192, 1, TALL_BLOCK_M) < sm_count)
+    mn_major_b = over_128 and NARROW_OVER_128_MN_MAJOR_B and not cfg.b_kmajor    # 192 / 256 only
+    if (ratio <= 0 or (cfg.block_n not in NARROW_OVER_TALL_NS and not tall_split if tall
+                       else cfg.block_n not in (128, 192, 256))
             or cfg.cluster_size > 1
-            or cfg.pingpong or cfg.d_colmajor or not cfg.b_kmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K
-            or (over_128 and k < NARROW_OVER_128_MIN_K)):
+            or cfg.pingpong or cfg.d_colmajor or not (cfg.b_kmajor or mn_major_b) or cfg.in_bytes != 2
+            or k < NARROW_MIN_K or (over_128 and k < NARROW_OVER_128_MIN_K)):
         return None
     base = config_cost(cfg, m, n, k, sm_count)      # (un-swapped: the kernel's M x N is the user's)
     if over_128:
         base *= TILE_EFFICIENCY[(BLOCK_M, 128)] / NARROW_OVER_128_EFFICIENCY
     best = None
-    for w in NARROW_OVER_128_NS if over_128 else NARROW_RULE_NS:
+    for w in (192, 256) if mn_major_b else NARROW_OVER_128_NS if over_128 else NARROW_RULE_NS:
         if padded(n, w) > padded(n, 256) + NARROW_PAD_SLACK * n:
             continue
         alts = [plan_width(w)]

@@ -880,14 +880,12 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule gemm_configs.NARROW_PAD_SLACK=0.0/0.05",
-        "python bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_RATIO=0.0/0.9",
-        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_NARROW_OVER_TALL=False/True",
-        f"python bench/survey.py --dtype bfloat16 --seed 39 --json {out}/survey_bf16_s39.json",
-        f"python bench/survey.py --dtype float16 --seed 39 --json {out}/survey_fp16_s39.json",
-        "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 42",
-        "python bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 176,208,224,240 "
-        "--shapes 3424x1384x2392",
+        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_PAIRED=False/True",
+        "python bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_192_SPLIT=False/True",
+        "python bench/rule_ab.py --rule gemm_configs.NARROW_OVER_128_MN_MAJOR_B=False/True",
+        f"python bench/survey.py --dtype bfloat16 --seed 41 --json {out}/survey_bf16_s41.json",
+        f"python bench/survey.py --dtype float16 --seed 41 --json {out}/survey_fp16_s41.json",
+        "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 43",
     ])
     # every oracle command parses its --widths (a typo would cost the device call)
     import sys

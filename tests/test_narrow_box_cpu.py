@@ -235,3 +235,21 @@ def test_narrow_over_128_stream_k(m, n, k, width, monkeypatch):
     monkeypatch.setattr(gc, "NARROW_OVER_128_STREAM_K", False)
     monkeypatch.setattr(gc, "NARROW_OVER_128_EFFICIENCY", 0.92)
     assert _plan(m, n, k).block_n == 128
+
+
+def test_prepared_switches_of_stop_35(monkeypatch):
+    """Two prepared switches (off; bench/next_session.sh part 3 A/Bs them): NARROW_OVER_TALL_192_SPLIT weighs
+    the widths against a 192x192 choice with fewer tiles than SMs (3696x304x1680: 192x192 split 3 -> 128x160,
+    stop 35 call 1's +21%); NARROW_OVER_128_MN_MAJOR_B weighs 128x192 / 128x256 against a long-K 128x128
+    choice with an N-major B (fp16 NT 1992x912x5120: 128x256, the oracle's +22%)."""
+    assert gc.NARROW_OVER_TALL_192_SPLIT is False and gc.NARROW_OVER_128_MN_MAJOR_B is False
+    cfg = _plan(3696, 304, 1680)
+    assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
+    monkeypatch.setattr(gc, "NARROW_OVER_TALL_192_SPLIT", True)
+    cfg = _plan(3696, 304, 1680)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 160, (1, 1)), cfg
+    nt = (False, False)
+    assert _plan(1992, 912, 5120, gc.FP16, nt).block_n == 128
+    monkeypatch.setattr(gc, "NARROW_OVER_128_MN_MAJOR_B", True)
+    cfg = _plan(1992, 912, 5120, gc.FP16, nt)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.b_kmajor) == (128, 256, (1, 1), False), cfg
