@@ -1414,37 +1414,51 @@ NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 
 
 def choose_narrow_width(cfg: GemmConfig, plan_width, m: int, n: int, k: int, sm_count: int) -> GemmConfig | None:
-    """The 128xW plan (W in NARROW_RULE_NS) to run instead of the choice ``cfg`` (on the kernel's M x N x K),
-    or None (see NARROW_WIDTH_RATIO): ``cfg`` - plan_config's final choice, after the tall and swap rules -
-    a cooperative 16-bit 128x256 or 128x192 tile (or, with NARROW_OVER_TALL_RATIO, a 192-row one; from K =
-    NARROW_OVER_128_MIN_K a 128x128 one, against which 128x192 and 128x256 are weighed too) without a
-    cluster, row-major D and K-major B (what the narrow kernels take), K >= NARROW_MIN_K; among the
-    widths whose columns pad N no more than 256-wide ones (+ NARROW_PAD_SLACK x N), the plan
-    ``plan_width(W)`` (its own stream-K / split choice) of the least modelled schedule, if it has no
-    cluster and is at most NARROW_WIDTH_RATIO (NARROW_OVER_TALL_RATIO against a 192-row ``cfg``,
-    NARROW_OVER_128_RATIO against a 128x128 one) of ``cfg``'s."""
-    tall = cfg.block_m == TALL_BLOCK_M
-    over_128 = not tall and cfg.block_n == 128
-    ratio = NARROW_OVER_TALL_RATIO if tall else NARROW_OVER_128_RATIO if over_128 else NARROW_WIDTH_RATIO
-    tall_split = (tall and cfg.block_n == 192 and NARROW_OVER_TALL_192_SPLIT
-                  and tile_count(m, n, 192, 1, TALL_BLOCK_M) < sm_count)
-    mn_major_b = over_128 and NARROW_OVER_128_MN_MAJOR_B and not cfg.b_kmajor    # 192 / 256 only
-    if (ratio <= 0 or (cfg.block_n not in NARROW_OVER_TALL_NS and not tall_split if tall
-                       else cfg.block_n not in (128, 192, 256))
-            or cfg.cluster_size > 1
-            or cfg.pingpong or cfg.d_colmajor or not (cfg.b_kmajor or mn_major_b) or cfg.in_bytes != 2
-            or k < NARROW_MIN_K or (over_128 and k < NARROW_OVER_128_MIN_K)):
+    """The 128xW plan to run instead of the choice ``cfg`` (on the kernel's M x N x K), or None: ``cfg`` -
+    plan_config's final choice, after the tall and swap rules - a cooperative 16-bit tile without a
+    cluster or swap-AB, K >= NARROW_MIN_K, and one of
+      128x256 / 128x192: W in NARROW_RULE_NS, ratio NARROW_WIDTH_RATIO;
+      192x128 (NARROW_OVER_TALL_NS; 192x192 with fewer tiles than SMs under NARROW_OVER_TALL_192_SPLIT):
+        W in NARROW_RULE_NS, ratio NARROW_OVER_TALL_RATIO;
+      128x128 from K = NARROW_OVER_128_MIN_K: W in NARROW_OVER_128_NS (192 and 256 too), ratio
+        NARROW_OVER_128_RATIO, the 128x128 plan priced at NARROW_OVER_128_EFFICIENCY, each width's stream-K
+        plan weighed too where its tiles are fewer than the SMs (NARROW_OVER_128_STREAM_K);
+    the widths between the multiples of 64 only with a K-major B (what the narrow kernels take; an N-major
+    B keeps 192 and 256, and the 128x128 case only under NARROW_OVER_128_MN_MAJOR_B).  Among the widths
+    whose columns pad N no more than 256-wide ones (+ NARROW_PAD_SLACK x N), the plan ``plan_width(W)``
+    (its own stream-K / split choice) of the least modelled schedule (:func:`config_cost`), if it has no
+    cluster and is at most the ratio x ``cfg``'s."""
+    if cfg.cluster_size > 1 or cfg.pingpong or cfg.d_colmajor or cfg.in_bytes != 2 or k < NARROW_MIN_K:
+        return None
+    over_128 = False
+    if cfg.block_m == TALL_BLOCK_M:         # choose_tall's 192x128 (and one-round 192x192 with the switch)
+        split_192 = (NARROW_OVER_TALL_192_SPLIT and cfg.block_n == 192
+                     and tile_count(m, n, 192, 1, TALL_BLOCK_M) < sm_count)
+        ratio = NARROW_OVER_TALL_RATIO if cfg.block_n in NARROW_OVER_TALL_NS or split_192 else 0.0
+        widths = NARROW_RULE_NS
+    elif cfg.block_n == 128:                # a long-K cooperative 128x128 choice
+        over_128 = True
+        ratio = (NARROW_OVER_128_RATIO if k >= NARROW_OVER_128_MIN_K
+                 and (cfg.b_kmajor or NARROW_OVER_128_MN_MAJOR_B) else 0.0)
+        widths = NARROW_OVER_128_NS
+    elif cfg.block_n in (192, 256):
+        ratio, widths = NARROW_WIDTH_RATIO, NARROW_RULE_NS
+    else:
+        return None
+    if not cfg.b_kmajor:                    # the narrow kernels take K-major B only
+        widths = tuple(w for w in widths if w not in NARROW_BOX_NS)
+    if ratio <= 0 or not widths:
         return None
     base = config_cost(cfg, m, n, k, sm_count)      # (un-swapped: the kernel's M x N is the user's)
     if over_128:
         base *= TILE_EFFICIENCY[(BLOCK_M, 128)] / NARROW_OVER_128_EFFICIENCY
     best = None
-    for w in (192, 256) if mn_major_b else NARROW_OVER_128_NS if over_128 else NARROW_RULE_NS:
+    for w in widths:
         if padded(n, w) > padded(n, 256) + NARROW_PAD_SLACK * n:
             continue
         alts = [plan_width(w)]
         if over_128 and NARROW_OVER_128_STREAM_K and not alts[0].stream_k and tile_count(m, n, w, 1) < sm_count:
-            alts.append(plan_width(w, streamk=True))
+            alts.append(plan_width(w, streamk=True))     # (a width's stream-K plan where its tiles are few)
         for alt in alts:
             cost = config_cost(alt, m, n, k, sm_count)
             if alt.cluster_size == 1 and (best is None or cost < best[0]):
