@@ -170,6 +170,9 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 #     >= 1.0).
 # (e) oracle fp16 NN, random 32 (seed 43), widths 160-240: best/auto <= 1.08 (seed 42 before stop 35's
 #     rules: 1.105).
+# (f) oracle on stop 35's seed-40 survey losers (bf16 / fp16 TN: misaligned pairs 3192x568x7080 0.72-0.73,
+#     3120x568x10904, 600x3544x3288, 3176x2920x520; 1024x4608x3584 split-7 tail 0.85; 1768x424x8576, 8200x536x8032,
+#     1032x2440x2800): prediction >= 5 of 8 leave >= 3% (best/auto), material for the next rules.
 add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_PAIRED=False/True --rounds 7 --iters 10 \
 --json $Q_OUT/ab_mis_tall_paired.json --cases fp16:NT:4128x984x336,bf16:TN:872x4112x376,fp16:NN:568x9104x1280,fp16:TN:1496x2960x2056,bf16:TT:1568x2504x2136,fp16:NT:856x8808x2320,fp16:NN:6856x1104x3176,bf16:TT:464x9704x3512,fp16:NN:2056x14112x4376,bf16:NN:2944x3000x4824,fp16:TT:2616x1768x7848,fp16:NT:632x9096x8752,bf16:TT:536x8624x9592,bf16:TT:944x9496x9888,fp16:NT:3656x2384x10440,fp16:TT:2520x1984x11816; \
 $PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_192_SPLIT=False/True --rounds 7 --iters 10 \
@@ -179,7 +182,13 @@ $PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_128_MN_MAJOR_B=False/True -
 $PY bench/survey.py --dtype bfloat16 --seed 41 --json $Q_OUT/survey_bf16_s41.json; \
 $PY bench/survey.py --dtype float16 --seed 41 --json $Q_OUT/survey_fp16_s41.json; \
 $PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 43 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---json $Q_OUT/oracle_fp16_nn_s43.json"
+--json $Q_OUT/oracle_fp16_nn_s43.json; \
+$PY bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224,240 \
+--shapes 3192x568x7080,3120x568x10904,600x3544x3288,3176x2920x520,1024x4608x3584,1768x424x8576,8200x536x8032,1032x2440x2800 \
+--json $Q_OUT/oracle_s40_worst_bf16.json; \
+$PY bench/oracle.py --dtype float16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224,240 \
+--shapes 3192x568x7080,600x3544x3288,3176x2920x520,1768x424x8576,1896x10768x712 \
+--json $Q_OUT/oracle_s40_worst_fp16.json"
 fi
 
 N=${#NAMES[@]}

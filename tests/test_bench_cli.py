@@ -886,6 +886,8 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/survey.py --dtype bfloat16 --seed 41 --json {out}/survey_bf16_s41.json",
         f"python bench/survey.py --dtype float16 --seed 41 --json {out}/survey_fp16_s41.json",
         "python bench/oracle.py --dtype float16 --layout NN --random 32 --seed 43",
+        "python bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224,240 "
+        "--shapes 3192x568x7080",
     ])
     # every oracle command parses its --widths (a typo would cost the device call)
     import sys
