@@ -14,6 +14,9 @@ replayed plan's time relative to the recorded automatic one; then the geomean ov
 was timed, and the rows whose replayed plan was not among the timed ones (those need a device run:
 rule_ab).
 
+bench/rule_ab.py --json files replay too: each of their rows is read as two timed plans, A (``vs_auto`` 1.0,
+the row's automatic plan) and B (``b_vs_a``); rows whose A and B plans were the same are skipped.
+
 This is in-sample for any rule fitted on these rows: a rule chosen here is only a candidate until
 bench/rule_ab.py has measured it on shapes drawn afresh (bench/rule_cases.py with a new seed).
 """
@@ -38,6 +41,21 @@ def parse_setting(text: str):
         raise ValueError(f"rule {text!r}: use module.NAME=VALUE (one value)")
     mod, name, value, _ = rule_ab.parse_rule(text + "/" + text.split("=", 1)[1])
     return mod, name, value
+
+
+def oracle_rows(doc) -> list:
+    """The rows of a bench/oracle.py JSON document, or of a bench/rule_ab.py one as two-plan oracle rows."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ValueError("not a bench/oracle.py or bench/rule_ab.py JSON document (no 'rows' list)")
+    rows = []
+    for row in doc["rows"]:
+        if "variants" in row:
+            rows.append(row)
+        elif not row.get("same_plan") and "b_vs_a" in row:
+            a = {"label": "A", "cfg": row["cfg_a"], "decomposition": row["dec_a"], "vs_auto": 1.0}
+            b = {"label": "B", "cfg": row["cfg_b"], "decomposition": row["dec_b"], "vs_auto": row["b_vs_a"]}
+            rows.append({"case": row["case"], "auto": a, "variants": [a, b]})
+    return rows
 
 
 def find_variant(row, label: str, decomposition: str):
@@ -68,7 +86,7 @@ def replay(rows, settings):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="bench/oracle_replay.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("oracle", nargs="+", help="bench/oracle.py --json files")
+    ap.add_argument("oracle", nargs="+", help="bench/oracle.py (or bench/rule_ab.py) --json files")
     ap.add_argument("--rule", action="append", default=[], metavar="module.NAME=VALUE")
     ap.add_argument("--base", action="append", default=[], metavar="module.NAME=VALUE",
                     help="settings of the baseline column (default: the code as it is)")
@@ -79,7 +97,10 @@ def main(argv=None) -> int:
         base_settings = [parse_setting(r) for r in args.base]
         rows = []
         for path in args.oracle:
-            rows += json.loads(Path(path).read_text())["rows"]
+            try:
+                rows += oracle_rows(json.loads(Path(path).read_text()))
+            except ValueError as e:
+                raise ValueError(f"{path}: {e}") from None
     except (ValueError, OSError, KeyError, json.JSONDecodeError) as e:
         print(f"oracle_replay.py: {e}", file=sys.stderr)
         return 2

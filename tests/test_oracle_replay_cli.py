@@ -76,6 +76,39 @@ def test_replay_refuses_bad_arguments(tmp_path):
     r = _run("bench/oracle_replay.py", str(tmp_path / "missing.json"))
     assert r.returncode == 2 and "oracle_replay.py:" in r.stderr
     (tmp_path / "o.json").write_text(json.dumps({"rows": []}))
+    (tmp_path / "bench.json").write_text(json.dumps([{"case": "x"}]))          # a bench JSON: no rows
+    r = _run("bench/oracle_replay.py", str(tmp_path / "bench.json"))
+    assert r.returncode == 2 and "not a bench/oracle.py or bench/rule_ab.py JSON" in r.stderr
     for bad in ("gemm_configs.MISALIGNED_PITCH_MIN_FILL=0.1/0.5", "gemm_configs.NO_SUCH=1", "nothing"):
         r = _run("bench/oracle_replay.py", str(tmp_path / "o.json"), "--rule", bad)
         assert r.returncode == 2 and "oracle_replay.py:" in r.stderr, bad
+
+
+def test_replay_reads_rule_ab_rows(tmp_path):
+    """A bench/rule_ab.py JSON replays as two-plan rows: A the automatic plan (1.0), B at its b_vs_a; a row
+    whose plans were the same is skipped."""
+    import oracle_replay
+    import rule_cases
+    from rawcoop import gemm_configs as gc
+    case = "bf16:NN:2008x416x7040"
+    b = rule_cases.plan_key("bf16", "NN", 2008, 416, 7040)            # 128x208 (NARROW_OVER_128)
+    old = gc.NARROW_OVER_128_RATIO
+    try:
+        gc.NARROW_OVER_128_RATIO = 0.0
+        a = rule_cases.plan_key("bf16", "NN", 2008, 416, 7040)        # 128x128 split-K
+    finally:
+        gc.NARROW_OVER_128_RATIO = old
+    assert a != b
+    doc = {"rows": [{"case": case, "cfg_a": a[0], "dec_a": a[1], "cfg_b": b[0], "dec_b": b[1], "b_vs_a": 1.5},
+                    {"case": "bf16:TN:4096x4096x4096", "same_plan": True, "cfg_a": "x", "dec_a": "y",
+                     "cfg_b": "x", "dec_b": "y"}]}
+    rows = oracle_replay.oracle_rows(doc)
+    assert len(rows) == 1 and [v["vs_auto"] for v in rows[0]["variants"]] == [1.0, 1.5]
+    setting = oracle_replay.parse_setting("gemm_configs.NARROW_OVER_128_RATIO=0.0")
+    assert [g[3] for g in oracle_replay.replay(rows, [])] == [1.5]            # the code as it is: B
+    assert [g[3] for g in oracle_replay.replay(rows, [setting])] == [1.0]
+    path = tmp_path / "ab.json"
+    path.write_text(json.dumps(doc))
+    r = _run("bench/oracle_replay.py", str(path), "--base", "gemm_configs.NARROW_OVER_128_RATIO=0.0")
+    assert r.returncode == 0, r.stderr
+    assert "1 moved, 1 of them faster" in r.stdout and "1.0000 (base) -> 1.5000 (rules)" in r.stdout
