@@ -1003,10 +1003,8 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
-    if MISALIGNED_TALL_PAIRED:      # the pairs as the cluster kernel runs them: tile rows rounded up to pairs
-        from .scheduler import cdiv
-        units = cdiv(cdiv(m, BLOCK_M), 2) * cdiv(n, 256)
-        wide = split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD) * BLOCK_M * 256
+    if MISALIGNED_TALL_PAIRED:      # the pairs as the cluster kernel runs them, x one tile's area
+        wide = pair_rounds(m, n, k, sm_count, 256, block_k) * BLOCK_M * 256
     else:
         wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
     tall = schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, 192, block_k=block_k)
@@ -1084,9 +1082,16 @@ def pair_schedule_cost(m: int, n: int, k: int, sm_count: int, block_n: int, bloc
     term), x the lines a pair loads per k-block (2 x 128 of A, ``block_n`` of B multicast): where a pitch
     is misaligned the schedule is L2-bound (misaligned_pitch_config), so a pair's time follows its
     loads, not its area."""
+    return pair_rounds(m, n, k, sm_count, block_n, block_k) * (2 * BLOCK_M + block_n)
+
+
+def pair_rounds(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int = BLOCK_K) -> float:
+    """Rounds of 2x1 pairs of 128x``block_n`` tiles (the tile rows rounded up to an even count, as the
+    cluster kernel's scheduler walks them) on ``sm_count // 2`` cluster slots, with the split-tail term
+    (:func:`split_rounds`): pair_schedule_cost's and MISALIGNED_TALL_PAIRED's schedule of the pairs."""
     from .scheduler import cdiv
     units = cdiv(cdiv(m, BLOCK_M), 2) * cdiv(n, block_n)
-    return split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD) * (2 * BLOCK_M + block_n)
+    return split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD)
 
 
 def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> int | None:
@@ -1245,9 +1250,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             if (not swap_adds_area(cfg, swapped, m, n)
                     and config_cost(swapped, m, n, k, sm_count) <= limit * config_cost(cfg, m, n, k, sm_count)):
                 return swapped
-        # Last, where the plan is still a 128x256 / 128x192 tile: a width between the multiples of 64 whose
-        # tile count fills the rounds better (choose_narrow_width; never in place of a swap, in place of
-        # tall tiles only with NARROW_OVER_TALL_RATIO)
+        # Last, where the plan is still a 128x256 / 128x192 tile, a 192x128 one or a long-K 128x128 one: a
+        # width whose tile count fills the rounds better (choose_narrow_width; never in place of a swap)
         narrow = choose_narrow_width(cfg, lambda w, streamk=None: plan_config(
             m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
@@ -1382,7 +1386,8 @@ NARROW_OVER_128_RATIO = 0.95
 """choose_narrow_width: the ratio against a cooperative 128x128 choice without a cluster (0: never) from K =
 NARROW_OVER_128_MIN_K (2560, 40 k-blocks: call 3's 12 shapes at K 2056-2336 ran 5 faster, +1.0%, and with
 call 2's the gain followed K; call 4's 16 lowest-K shapes of a new sample, K 2560-2824, 11 faster, +5.35%,
-losses fp16 TN 256x6352x2656 128x256 -18%, bf16 TN 2568x584x2752 208 -12.6%, fp16 TN 4152x472x2752 -8.6%), weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
+losses fp16 TN 256x6352x2656 128x256 -18%, bf16 TN 2568x584x2752 208 -12.6%, fp16 TN 4152x472x2752 -8.6%),
+weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
 NARROW_OVER_128_EFFICIENCY (0.92, its TILE_EFFICIENCY, in calls 2-4; 0.8 since call 9, with the widths'
 stream-K plans, NARROW_OVER_128_STREAM_K).
 Long-K 128x128 plans (fewer than about 0.8 waves of 128x256 tiles: split-K, or stream-K) were the
