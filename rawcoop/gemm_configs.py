@@ -971,14 +971,24 @@ MISALIGNED_TALL_RATIO = 0.9
 """misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
 schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
 an operand is MN-major."""
-MISALIGNED_TALL_PAIRED = False
+MISALIGNED_TALL_PAIRED = True
 """misaligned_tall_fits: price the 128x256 side as the 2x1 pairs it runs (pair_schedule_cost's rounds of
 pairs on sm_count // 2 slots, the split-tail term, x the tile's area) rather than as single 128x256 tiles
 on every SM (False).  Stop 35's oracle: bf16 TN/TT and fp16 TN 544x6344x4872 ran 192x192 +26% to +29% over
 the 256 pairs (75 pairs on 66 slots, a 7-way split tail) that the single-tile model priced one round.
 Stop 35 call 5 (rule_ab False -> True, 16 shapes of rule_cases seed 358, 2.9% of random step-8 16-bit shapes
 move): 9 of 16 faster, +2.7% (+4% to +16% at K 2336-7288; fp16 TT 1376x6088x12440 -8.9%, 11536x664x2936
--6.4%, NT 2232x3592x7400 -5.2%); prediction was >= 10, +3%: off, not adopted."""
+-6.4%, NT 2232x3592x7400 -5.2%); prediction was >= 10, +3%: off, not adopted.  Stop 36 call 3 (seed 362):
+10 of 16 faster, +3.6% (the losses 192x192 with a split-K tail) -> MISALIGNED_TALL_PAIRED_ONE_ROUND; with it,
+out of sample (call 4, rule_cases seed 365, 16 shapes): **12 of 16 faster, geomean +14.2%** (fp16 NN
+536x8432x3472 +43%, bf16 TT 576x7208x4016 +38%, fp16 TT 1384x2944x408 +37%; losses bf16 TN 6184x680x7288
+-10%, fp16 TT 976x4144x13240 -8% - both 132 192x192 tiles, a full round -, bf16 TN 6312x552x13432 -5%,
+where the pairs went 192 -> 208 wide, fp16 NN 4312x920x3208 -2.8%); prediction was >= 11, +5%.  On."""
+MISALIGNED_TALL_PAIRED_ONE_ROUND = True
+"""... only where the 192x192 tiles fit one round (at most ``sm_count``; False: any count).  The two samples
+of MISALIGNED_TALL_PAIRED (stop 35 call 5, stop 36 call 3: 32 shapes) split by the 192x192 plan it moved to:
+one data-parallel round, 6 of 6 faster (+8% to +19%); more rounds without a split, 9 of 13 (-9% to +15%);
+a split-K tail, 4 of 12 (bf16 TT 464x9704x3512 -23%, fp16 TT 2616x1768x7848 -16%; 536x8624x9592 +49%)."""
 MISALIGNED_TALL_RATIO_MN_MAJOR = 1.0
 """H200, stop 32: MISALIGNED_TALL_RATIO 0.9 -> 1.0 for every layout (rule_ab, 16 shapes of rule_cases seed
 71) ran 10 of 16 faster, +5.5%, but TN (both K-major) only 1 of 6 (-5% to -12%) and NN/NT/TT 9 of 10; with
@@ -1003,7 +1013,9 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
-    if MISALIGNED_TALL_PAIRED:      # the pairs as the cluster kernel runs them, x one tile's area
+    paired = MISALIGNED_TALL_PAIRED and (not MISALIGNED_TALL_PAIRED_ONE_ROUND
+                                         or tile_count(m, n, 192, 1, TALL_BLOCK_M) <= sm_count)
+    if paired:                      # the pairs as the cluster kernel runs them, x one tile's area
         wide = pair_rounds(m, n, k, sm_count, 256, block_k) * BLOCK_M * 256
     else:
         wide = schedule_cost(m, n, k, sm_count, BLOCK_M, 256, block_k=block_k)
@@ -1258,7 +1270,37 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             streamk=streamk, pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             return narrow
+        if batch == 1 and mn_major_a_pairs_fit(cfg, m, kmajor):
+            return plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
+                               use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
+                               block=block, block_n=128, swap=False, cluster=(2, 1), pingpong=False,
+                               pitches=pitches)
     return cfg
+
+
+CLUSTER_MN_MAJOR_A_MIN_M = 1536
+"""mn_major_a_pairs_fit: 128x128 tiles with an M-major a and a K-major b (the NN layout) run in 2x1 clusters
+(vertically adjacent tiles sharing B by multicast) from M = this (0: never), over an even number of tile
+rows.  The stored oracle rows (bench/results, stops 31-36: fp16 NN, the automatic 128x128 plan against the
+same tile forced 2x1 in the same rounds) had 22 such rows: from M = 1536, 6 of 7 faster (5752x456x2984
++25%, 3520x416x1000 +24%, 5816x432x7744 +19%, 1784x440x384 +13%; 2248x528x456 -2.3%); below, 6 of 15
+(1440x856x680 -8%); TN rows (16) geomean +0.4%, TT (11) -4.6%, NT (9) -0.3%.  Stop 36 call 4 (H200,
+rule_ab 0 -> 1536 without the even-rows condition, rule_cases seed 366, 16 NN shapes; 4.2% of random NN
+step-8 shapes moved): 11 of 16 faster, geomean +4.3% (fp16 5232x376x8280 +21%, 4752x312x1576 +12%, bf16
+2464x536x920 +12%); over an even number of tile rows 8 of 9 faster (fp16 3240x456x1824 -5.6%), over an odd
+one 3 of 7 (bf16 1656x1224x1768 -18%: 7 pair rows x 10 = 70 pairs on 66 slots, a split tail), as
+choose_cluster found for idle half-pairs (stop 17) -> the even-rows condition, A/B'd again (call 5)."""
+
+
+def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
+    """Whether plan_config's final choice ``cfg`` - a cooperative 16-bit 128x128 tile, no cluster, ping-pong,
+    stream-K or swap-AB - runs in 2x1 clusters instead: a M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
+    and an even number of tile rows (no idle half-pairs)."""
+    from .scheduler import cdiv
+    return (0 < CLUSTER_MN_MAJOR_A_MIN_M <= m and cdiv(m, BLOCK_M) % 2 == 0 and not kmajor[0] and kmajor[1]
+            and cfg.in_bytes == 2
+            and (cfg.block_m, cfg.block_n) == (BLOCK_M, 128) and cfg.cluster_size == 1
+            and not (cfg.pingpong or cfg.stream_k or cfg.d_colmajor))
 
 
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85,
@@ -1410,10 +1452,15 @@ NARROW_OVER_128_EFFICIENCY is lowered too.  Stop 35 (H200, rule_ab, this and NAR
 0.47% of random step-8 16-bit shapes move): **13 of 16 faster, geomean +6.25%** (bf16 TN 2856x576x11568
 128x192 stream-K +20%, fp16 TN 648x1368x7296 208 +16%, 4416x304x5480 160 stream-K +16%; losses -0.8% to
 -1.7%); prediction was >= 10 of 16, +4%."""
-NARROW_OVER_128_MN_MAJOR_B = False
+NARROW_OVER_128_MN_MAJOR_B = True
 """... with an N-major B too, 128x192 and 128x256 only (the narrow kernels take K-major B; False: K-major B
-only).  The oracle (stop 33, fp16 NT 1992x912x5120): 128x256 +22%, in 1x2 clusters +27%, over 128x128;
-prepared for bench/next_session.sh part 3, not measured as a rule."""
+only).  The oracle (stop 33, fp16 NT 1992x912x5120): 128x256 +22%, in 1x2 clusters +27%, over 128x128.
+Stop 36 (H200, rule_ab False -> True, auto plans A/B in 7 alternating rounds, bench/NOTES.md call 3), out
+of sample (rule_cases seed 364: 3.0% of random step-8 16-bit shapes move, NT/TT/NN): **14 of 16 faster,
+geomean +8.7%** (fp16 TT 1064x1512x12968 128x256 split 2 +21%, bf16 TT 272x2456x15032 128x192 +20%,
+792x1072x11072 +18%; losses bf16 NT 1240x1296x3208 -16%, fp16 TT 1472x1120x9648 -9.5%, both where 256-wide
+columns pad N 10-11% more than 128-wide ones - a filter on that replayed on the 1498 stored rows moves 6, 3
+faster, losing fp16 TN 496x3936x11768 +20%: not taken); prediction was >= 10 of 16, +3%."""
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
 

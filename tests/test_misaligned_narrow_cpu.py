@@ -140,11 +140,20 @@ def test_narrow_pairs_over_tall_need_m_over_1024(monkeypatch):
     assert _pair(_plan(856, 4760, 1360, gc.BF16, "NN"), 208)
 
 
-def test_misaligned_tall_paired_switch(monkeypatch):
-    """MISALIGNED_TALL_PAIRED (off: stop 35 call 5 measured +2.7%, 9 of 16): prices the 256 pairs as pairs,
-    which gives 544x6344x4872 (75 pairs on 66 slots, a split tail) 192x192 tiles."""
-    assert gc.MISALIGNED_TALL_PAIRED is False
-    assert _plan(544, 6344, 4872, gc.BF16, "TN").block_m == 128
-    monkeypatch.setattr(gc, "MISALIGNED_TALL_PAIRED", True)
-    cfg = _plan(544, 6344, 4872, gc.BF16, "TN")
+def test_misaligned_tall_paired(monkeypatch):
+    """MISALIGNED_TALL_PAIRED (on since stop 36: 12 of 16 faster, +14.2%, with ..._ONE_ROUND) prices the 256
+    pairs as pairs where the 192x192 tiles fit one round: 544x6344x4872 (75 pairs on 66 slots, a split tail;
+    99 192x192 tiles) and fp16 NN 536x8432x3472 (a's pitch 536: 99 pairs, 132 tiles) run 192x192; with more
+    192x192 tiles than SMs the single-tile model stays (bf16 TT 464x9704x3512, 153 tiles: the pairs, which
+    stop 36 call 3 ran 23% faster there)."""
+    assert gc.MISALIGNED_TALL_PAIRED is True and gc.MISALIGNED_TALL_PAIRED_ONE_ROUND is True
+    for m, n, k, kind, layout in [(544, 6344, 4872, gc.BF16, "TN"), (536, 8432, 3472, gc.FP16, "NN")]:
+        cfg = _plan(m, n, k, kind, layout)
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 192, (1, 1)), cfg
+    assert _pair(_plan(464, 9704, 3512, gc.BF16, "TT"), 256)
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_PAIRED_ONE_ROUND", False)
+    cfg = _plan(464, 9704, 3512, gc.BF16, "TT")
     assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
+    monkeypatch.setattr(gc, "MISALIGNED_TALL_PAIRED", False)
+    assert _pair(_plan(544, 6344, 4872, gc.BF16, "TN"), 256)
+    assert _pair(_plan(536, 8432, 3472, gc.FP16, "NN"), 256)

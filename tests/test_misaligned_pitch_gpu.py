@@ -40,7 +40,8 @@ PAIRS_16BIT = [("NN", 4856, 592, 3912, 208), ("TN", 8080, 776, 1896, 208), ("NN"
                ("NN", 1784, 1096, 2568, 160), ("NN", 5280, 1944, 10728, 224)]   # (the last two over 192x192)
 TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6472),
               ("float16", "NT", 864, 4888, 1184), ("bfloat16", "TT", 7712, 1064, 856),
-              ("bfloat16", "NN", 856, 4760, 1360)]    # M <= MISALIGNED_NARROW_OVER_TALL_MIN_M keeps 192x192
+              ("bfloat16", "NN", 856, 4760, 1360),    # M <= MISALIGNED_NARROW_OVER_TALL_MIN_M keeps 192x192
+              ("float16", "NN", 536, 8432, 3472), ("bfloat16", "TT", 576, 7208, 4016)]   # MISALIGNED_TALL_PAIRED
 
 
 @pytest.mark.parametrize("plan,dt_name,layout,m,n,k,seed",

@@ -238,18 +238,38 @@ def test_narrow_over_128_stream_k(m, n, k, width, monkeypatch):
 
 
 def test_prepared_switches_of_stop_35(monkeypatch):
-    """Two prepared switches (off; bench/next_session.sh part 3 A/Bs them): NARROW_OVER_TALL_192_SPLIT weighs
-    the widths against a 192x192 choice with fewer tiles than SMs (3696x304x1680: 192x192 split 3 -> 128x160,
-    stop 35 call 1's +21%); NARROW_OVER_128_MN_MAJOR_B weighs 128x192 / 128x256 against a long-K 128x128
-    choice with an N-major B (fp16 NT 1992x912x5120: 128x256, the oracle's +22%)."""
-    assert gc.NARROW_OVER_TALL_192_SPLIT is False and gc.NARROW_OVER_128_MN_MAJOR_B is False
+    """NARROW_OVER_TALL_192_SPLIT (off: stop 36 call 3 ran 9 of 16 faster, mixed) weighs the widths against a
+    192x192 choice with fewer tiles than SMs (3696x304x1680: 192x192 split 3 -> 128x160, stop 35 call 1's
+    +21%); NARROW_OVER_128_MN_MAJOR_B (on since stop 36: 14 of 16 faster, +8.7%) weighs 128x192 / 128x256
+    against a long-K 128x128 choice with an N-major B (fp16 NT 1992x912x5120: 128x256, the oracle's +22%)."""
+    assert gc.NARROW_OVER_TALL_192_SPLIT is False and gc.NARROW_OVER_128_MN_MAJOR_B is True
     cfg = _plan(3696, 304, 1680)
     assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
     monkeypatch.setattr(gc, "NARROW_OVER_TALL_192_SPLIT", True)
     cfg = _plan(3696, 304, 1680)
     assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 160, (1, 1)), cfg
-    nt = (False, False)
+    nt, tt = (False, False), (True, False)
+    for m, n, k, kind, km, w in [(1992, 912, 5120, gc.FP16, nt, 256), (1064, 1512, 12968, gc.FP16, tt, 256),
+                                 (272, 2456, 15032, gc.BF16, tt, 192)]:
+        cfg = _plan(m, n, k, kind, km)
+        assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.b_kmajor) == (128, w, (1, 1), False), cfg
+    monkeypatch.setattr(gc, "NARROW_OVER_128_MN_MAJOR_B", False)
     assert _plan(1992, 912, 5120, gc.FP16, nt).block_n == 128
-    monkeypatch.setattr(gc, "NARROW_OVER_128_MN_MAJOR_B", True)
-    cfg = _plan(1992, 912, 5120, gc.FP16, nt)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.b_kmajor) == (128, 256, (1, 1), False), cfg
+
+
+@pytest.mark.parametrize("m, n, k, kind, cluster", [
+    (4752, 312, 1576, gc.FP16, (2, 1)),      # 38 tile rows
+    (10424, 320, 1152, gc.BF16, (2, 1)),     # 82
+    (5232, 376, 8280, gc.FP16, (1, 1)),      # 41: odd, no idle half-pairs
+    (1440, 856, 680, gc.FP16, (1, 1)),       # M < CLUSTER_MN_MAJOR_A_MIN_M
+])
+def test_mn_major_a_pairs(m, n, k, kind, cluster, monkeypatch):
+    """CLUSTER_MN_MAJOR_A_MIN_M (1536, stop 36): an NN problem's cooperative 128x128 plan runs in 2x1 clusters
+    over an even number of tile rows; TN keeps single CTAs; 0 turns the rule off."""
+    nn, tn = gc.LAYOUTS["NN"], gc.LAYOUTS["TN"]
+    cfg = _plan(m, n, k, kind, nn)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong, cfg.stream_k) == (128, 128, cluster, False,
+                                                                                  False), cfg
+    assert _plan(m, n, k, kind, tn).cluster == (1, 1)
+    monkeypatch.setattr(gc, "CLUSTER_MN_MAJOR_A_MIN_M", 0)
+    assert _plan(m, n, k, kind, nn).cluster == (1, 1)

@@ -132,3 +132,28 @@ def test_auto_plans_of_stop_35(m, n, k, tile, dt_name, layout):
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == (*tile, (1, 1)), cfg.spec.label
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
+    ("float16", "TT", 1064, 1512, 12968, (128, 256, (1, 1))),   # NARROW_OVER_128_MN_MAJOR_B: 128x256 split 2
+    ("bfloat16", "TT", 272, 2456, 15032, (128, 192, (1, 1))),   # ... 128x192 split 3
+    ("float16", "NT", 1856, 416, 8480, (128, 256, (1, 1))),     # ... 128x256 split 4
+    ("float16", "NN", 4752, 312, 1576, (128, 128, (2, 1))),     # CLUSTER_MN_MAJOR_A_MIN_M: 38 tile rows in pairs
+    ("bfloat16", "NN", 10424, 320, 1152, (128, 128, (2, 1))),   # ... 82 rows
+    ("float16", "NN", 5232, 376, 8280, (128, 128, (1, 1))),     # ... 41 rows (odd): no pairs
+], ids=str)
+def test_auto_plans_of_stop_36(dt_name, layout, m, n, k, tile):
+    """The plans stop 36's rules give (on a 132-SM GPU: long-K 128x128 with an N-major B gives way to 128x192
+    / 128x256; NN 128x128 from M = 1536 over an even number of tile rows runs 2x1 clusters) right against
+    float64 and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 59)
+    cfg = _plan_for(a, b).cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
