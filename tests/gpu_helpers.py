@@ -54,6 +54,18 @@ def run_twice(cp, rawcoop, a, b, shape, dt, **kw):
     return outs[0]
 
 
+def full_epilogue(cp, a, b, c_order, activation, seed):
+    """(keyword arguments, float64 reference) of ``a @ b`` with the whole epilogue: C of a's dtype in
+    ``c_order`` ("C" or "F"), alpha 0.75, beta -0.5, an fp32 bias along N and ``activation``."""
+    from rawcoop._reference import activation as act64
+    m, n = a.shape[0], b.shape[1]
+    c = cp.asarray(rand(cp, (m, n), a.dtype, seed), order=c_order)
+    bias = rand(cp, (n,), cp.float32, seed + 1)
+    ref = act64(cp, 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64)
+                + bias.astype(cp.float64), activation)
+    return dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation=activation), ref
+
+
 def check_epilogue_variants(cp, rawcoop, layout, out_name, c_order, **forced):
     """A 1000x904x4000 bf16 GEMM with C (``c_order`` "row" or "col"), alpha 1.5, beta -0.5, an fp32 bias
     along N and gelu / silu (split-K 3) / relu (stream-K), ``out_name`` output, the ``forced`` options (a

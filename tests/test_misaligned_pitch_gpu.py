@@ -88,14 +88,9 @@ def test_auto_misaligned_with_epilogue(c_order):
     m, n, k = 2312, 1544, 2472
     dt = gpu_helpers.dtype("bfloat16")
     a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 61)
-    c = cp.asarray(gpu_helpers.rand(cp, (m, n), dt, 63), order=c_order)
-    bias = gpu_helpers.rand(cp, (n,), cp.float32, 64)
-    kw = dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation="gelu")
+    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "gelu", 63)
     _expect_rule(a, b, "wide192", **kw)          # N = 1544: 1728 of 192-wide columns against 1792
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    from rawcoop._reference import activation as act64
-    ref = act64(cp, 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64)
-                + bias.astype(cp.float64), "gelu")
     gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
 
 

@@ -167,17 +167,12 @@ def test_mn_major_a_pairs_with_epilogue(c_order):
     import rawcoop
     from rawcoop import device
     from rawcoop.gemm import _plan_for
-    from rawcoop._reference import activation as act64
     m, n, k = 4752, 312, 1576
     dt = gpu_helpers.dtype("float16")
     a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "NN", 61)
-    c = cp.asarray(gpu_helpers.rand(cp, (m, n), dt, 63), order=c_order)
-    bias = gpu_helpers.rand(cp, (n,), cp.float32, 64)
-    kw = dict(c=c, alpha=0.75, beta=-0.5, bias=bias, activation="relu")
+    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "relu", 63)
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 128, (2, 1)), cfg.spec.label
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    ref = act64(cp, 0.75 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 0.5 * c.astype(cp.float64)
-                + bias.astype(cp.float64), "relu")
     gpu_helpers.assert_rel_err(cp, d, ref, TOL["float16"])
