@@ -156,39 +156,28 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 --json $Q_OUT/bench.json --plot $Q_OUT/bench.png; $PY bench/host_overhead.py --json $Q_OUT/host.json --profile 2000; \
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
-# Experiment (prepared in stop 35; bench/NOTES.md "End of session (stop 35)"):
-# (a) MISALIGNED_TALL_PAIRED False -> True (misaligned_tall_fits prices the 128x256 side as the 2x1 pairs it
-#     runs): stop 35 call 5 measured 9 of 16 faster, +2.7% (seed 358); a second sample, rule_cases seed 362
-#     (2.9% of random step-8 16-bit shapes move).  Prediction: >= 9 of 16 faster, geomean >= +2%.
-# (b) NARROW_OVER_TALL_192_SPLIT False -> True (narrow widths also against 192x192 choices with fewer tiles
-#     than SMs): rule_cases seed 363 (1.2% move).  In sample mixed (call 1: 5 of 6, +5%; the oracle rows 2
-#     of 5).  Prediction: <= 10 of 16 faster, geomean within +-3%.
-# (c) NARROW_OVER_128_MN_MAJOR_B False -> True (128x192 / 128x256 against long-K 128x128 plans with an
-#     N-major B): rule_cases seed 364 (3.0% move, mostly 128x128 -> 128x256 split 2).  The K-major-B rule
-#     ran +12% / +5% / +6% out of sample in stop 35.  Prediction: >= 10 of 16 faster, geomean >= +3%.
-# (d) surveys seed 41, bf16 and fp16 (GPU-bound rows; stop 35 seed 40: 1.012 / 0.993; prediction >= 1.01 /
-#     >= 1.0).
-# (e) oracle fp16 NN, random 32 (seed 43), widths 160-240: best/auto <= 1.08 (seed 42 before stop 35's
-#     rules: 1.105).
-# (f) oracle on stop 35's seed-40 survey losers (bf16 / fp16 TN: misaligned pairs 3192x568x7080 0.72-0.73,
-#     3120x568x10904, 600x3544x3288, 3176x2920x520; 1024x4608x3584 split-7 tail 0.85; 1768x424x8576, 8200x536x8032,
-#     1032x2440x2800): prediction >= 5 of 8 leave >= 3% (best/auto), material for the next rules.
-add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.MISALIGNED_TALL_PAIRED=False/True --rounds 7 --iters 10 \
---json $Q_OUT/ab_mis_tall_paired.json --cases fp16:NT:4128x984x336,bf16:TN:872x4112x376,fp16:NN:568x9104x1280,fp16:TN:1496x2960x2056,bf16:TT:1568x2504x2136,fp16:NT:856x8808x2320,fp16:NN:6856x1104x3176,bf16:TT:464x9704x3512,fp16:NN:2056x14112x4376,bf16:NN:2944x3000x4824,fp16:TT:2616x1768x7848,fp16:NT:632x9096x8752,bf16:TT:536x8624x9592,bf16:TT:944x9496x9888,fp16:NT:3656x2384x10440,fp16:TT:2520x1984x11816; \
-$PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_TALL_192_SPLIT=False/True --rounds 7 --iters 10 \
---json $Q_OUT/ab_over_tall_192_split.json --cases fp16:TN:9696x320x1536,bf16:NN:648x1816x1952,bf16:NN:2496x464x2312,bf16:TN:3440x296x2352,fp16:NN:456x2432x2872,bf16:NN:3904x288x3144,bf16:NN:3760x328x3256,fp16:TN:3448x264x4104,fp16:TN:816x1320x5936,bf16:TN:1712x696x6088,fp16:NN:528x2288x7672,bf16:TN:2472x304x10520,fp16:TN:824x808x11024,bf16:TN:768x1736x13296,fp16:TN:2472x272x14712,bf16:NN:640x2080x15544; \
-$PY bench/rule_ab.py --rule gemm_configs.NARROW_OVER_128_MN_MAJOR_B=False/True --rounds 7 --iters 10 \
---json $Q_OUT/ab_over128_mn_major_b.json --cases bf16:NT:1240x1296x3208,fp16:TT:264x2512x4000,fp16:NT:608x1328x4064,fp16:NT:360x3016x4216,bf16:NT:1144x760x4472,bf16:NT:280x1520x4984,fp16:NT:304x2680x5000,fp16:NT:1856x416x8480,fp16:TT:712x552x9624,fp16:TT:1472x1120x9648,fp16:TT:640x720x10040,bf16:TT:792x1072x11072,bf16:NT:1248x392x11856,bf16:TT:3160x256x12272,fp16:TT:1064x1512x12968,bf16:TT:272x2456x15032; \
-$PY bench/survey.py --dtype bfloat16 --seed 41 --json $Q_OUT/survey_bf16_s41.json; \
-$PY bench/survey.py --dtype float16 --seed 41 --json $Q_OUT/survey_fp16_s41.json; \
-$PY bench/oracle.py --dtype float16 --layout NN --random 32 --seed 43 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---json $Q_OUT/oracle_fp16_nn_s43.json; \
-$PY bench/oracle.py --dtype bfloat16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---shapes 3192x568x7080,3120x568x10904,600x3544x3288,3176x2920x520,1024x4608x3584,1768x424x8576,8200x536x8032,1032x2440x2800 \
---json $Q_OUT/oracle_s40_worst_bf16.json; \
-$PY bench/oracle.py --dtype float16 --layout TN --rounds 5 --iters 10 --widths 160,176,208,224,240 \
---shapes 3192x568x7080,600x3544x3288,3176x2920x520,1768x424x8576,1896x10768x712 \
---json $Q_OUT/oracle_s40_worst_fp16.json"
+# Experiment (prepared in stop 36; bench/NOTES.md "End of session (stop 36)"):
+# (a) CLUSTER_MN_MAJOR_A_MIN_M 0 -> 1536 (NN 128x128 in 2x1 pairs over an even number of tile rows): stop 36
+#     call 4 ran it without the even-rows condition (11 of 16 faster, +4.3%; even rows 8 of 9); the refined
+#     form afresh, rule_cases seed 367 (NN).  Prediction: >= 11 of 16 faster, geomean >= +4%.  (Skip it if
+#     stop 36's call 5 ran it: bench/NOTES.md says.)
+# (b) CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS 0 -> 19 (odd tile rows too from 19): rule_cases seed 368 (NN).  In
+#     sample 4 of 6, about +7%.  Prediction: >= 9 of 16 faster, geomean >= +2%.
+# (c) surveys seed 42, bf16 and fp16 (GPU-bound rows; stop 36 seed 41: 1.009 / 1.010; prediction >= 1.01 /
+#     >= 1.01).
+# (d) oracles: fp16 TT random 24 (seed 45) and bf16 NT random 24 (seed 46), the N-major-B layouts that
+#     stop 36's NARROW_OVER_128_MN_MAJOR_B changed: prediction best/auto <= 1.07 each (NN seeds 43 / 44:
+#     1.063 / 1.065), material for the next rules.
+add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.CLUSTER_MN_MAJOR_A_MIN_M=0/1536 --rounds 7 --iters 10 \
+--json $Q_OUT/ab_cluster_mn_major_a_even.json --cases fp16:NN:1944x560x280,fp16:NN:2040x704x336,fp16:NN:2552x304x336,fp16:NN:1712x584x384,bf16:NN:1976x312x392,fp16:NN:3768x360x432,bf16:NN:1784x376x448,fp16:NN:1536x360x472,fp16:NN:1536x1016x512,fp16:NN:4352x288x520,fp16:NN:2800x464x568,fp16:NN:2752x496x800,fp16:NN:4568x352x880,fp16:NN:2712x648x1168,bf16:NN:5552x464x1328,fp16:NN:1976x392x2544; \
+$PY bench/rule_ab.py --rule gemm_configs.CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS=0/19 --rounds 7 --iters 10 \
+--json $Q_OUT/ab_cluster_mn_major_a_odd.json --cases fp16:NN:2344x296x296,fp16:NN:2344x336x528,fp16:NN:4408x288x648,fp16:NN:3456x320x680,bf16:NN:4136x344x744,fp16:NN:2616x648x776,bf16:NN:2608x688x856,bf16:NN:3448x256x896,fp16:NN:2320x656x1112,fp16:NN:2408x752x1152,fp16:NN:5392x336x1280,fp16:NN:3600x496x1384,bf16:NN:4888x304x1720,fp16:NN:4872x352x3344,fp16:NN:5248x344x9520,fp16:NN:5160x376x10264; \
+$PY bench/survey.py --dtype bfloat16 --seed 42 --json $Q_OUT/survey_bf16_s42.json; \
+$PY bench/survey.py --dtype float16 --seed 42 --json $Q_OUT/survey_fp16_s42.json; \
+$PY bench/oracle.py --dtype float16 --layout TT --random 24 --seed 45 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
+--json $Q_OUT/oracle_fp16_tt_s45.json; \
+$PY bench/oracle.py --dtype bfloat16 --layout NT --random 24 --seed 46 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
+--json $Q_OUT/oracle_bf16_nt_s46.json"
 fi
 
 N=${#NAMES[@]}

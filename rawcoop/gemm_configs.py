@@ -1290,14 +1290,21 @@ step-8 shapes moved): 11 of 16 faster, geomean +4.3% (fp16 5232x376x8280 +21%, 4
 2464x536x920 +12%); over an even number of tile rows 8 of 9 faster (fp16 3240x456x1824 -5.6%), over an odd
 one 3 of 7 (bf16 1656x1224x1768 -18%: 7 pair rows x 10 = 70 pairs on 66 slots, a split tail), as
 choose_cluster found for idle half-pairs (stop 17) -> the even-rows condition, A/B'd again (call 5)."""
+CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS = 0
+"""... and over an odd number of tile rows from this many (0: never): one idle half-pair in that many rows.
+In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster, about +7% (fp16
+5232x376x8280 41 rows +21%, 3144x472x1720 25 rows +13%, 2360x744x2024 19 rows +9%; 2664x712x536 21 rows
+-1.4%); 13 rows lost (-18%, -1.6%).  Prepared (off) for bench/next_session.sh part 3."""
 
 
 def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
     """Whether plan_config's final choice ``cfg`` - a cooperative 16-bit 128x128 tile, no cluster, ping-pong,
     stream-K or swap-AB - runs in 2x1 clusters instead: a M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
-    and an even number of tile rows (no idle half-pairs)."""
+    and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS)."""
     from .scheduler import cdiv
-    return (0 < CLUSTER_MN_MAJOR_A_MIN_M <= m and cdiv(m, BLOCK_M) % 2 == 0 and not kmajor[0] and kmajor[1]
+    rows = cdiv(m, BLOCK_M)
+    rows_pair = rows % 2 == 0 or 0 < CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS <= rows
+    return (0 < CLUSTER_MN_MAJOR_A_MIN_M <= m and rows_pair and not kmajor[0] and kmajor[1]
             and cfg.in_bytes == 2
             and (cfg.block_m, cfg.block_n) == (BLOCK_M, 128) and cfg.cluster_size == 1
             and not (cfg.pingpong or cfg.stream_k or cfg.d_colmajor))
