@@ -1139,7 +1139,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     with nothing forced (``block_m`` included), 128x192 tiles instead of
     128x256 where :func:`choose_width_192` says so, 192-row tiles instead where
     :func:`choose_tall` says so, and the swapped orientation instead where
-    :func:`swap_waves_limit` and :func:`config_cost` say so.  Raises
+    :func:`swap_waves_limit` and :func:`config_cost` say so, a narrow width where
+    :func:`choose_narrow_width` says so, and 2x1 clusters for NN 128x128 where
+    :func:`mn_major_a_pairs_fit` says so.  Raises
     ValueError for forced options that no kernel combines.  One function for
     rawcoop.gemm's plan and the fuzzer's oracle.  The configuration's
     ``d_colmajor`` says whether it runs swap-AB (then its kernel M, N and
@@ -1299,7 +1301,7 @@ In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster,
 
 def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
     """Whether plan_config's final choice ``cfg`` - a cooperative 16-bit 128x128 tile, no cluster, ping-pong,
-    stream-K or swap-AB - runs in 2x1 clusters instead: a M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
+    stream-K or swap-AB - runs in 2x1 clusters instead: an M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
     and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS)."""
     from .scheduler import cdiv
     rows = cdiv(m, BLOCK_M)
@@ -1463,7 +1465,7 @@ NARROW_OVER_128_MN_MAJOR_B = True
 """... with an N-major B too, 128x192 and 128x256 only (the narrow kernels take K-major B; False: K-major B
 only).  The oracle (stop 33, fp16 NT 1992x912x5120): 128x256 +22%, in 1x2 clusters +27%, over 128x128.
 Stop 36 (H200, rule_ab False -> True, auto plans A/B in 7 alternating rounds, bench/NOTES.md call 3), out
-of sample (rule_cases seed 364: 3.0% of random step-8 16-bit shapes move, NT/TT/NN): **14 of 16 faster,
+of sample (rule_cases seed 364: 3.0% of random step-8 16-bit shapes move, NT and TT): **14 of 16 faster,
 geomean +8.7%** (fp16 TT 1064x1512x12968 128x256 split 2 +21%, bf16 TT 272x2456x15032 128x192 +20%,
 792x1072x11072 +18%; losses bf16 NT 1240x1296x3208 -16%, fp16 TT 1472x1120x9648 -9.5%, both where 256-wide
 columns pad N 10-11% more than 128-wide ones - a filter on that replayed on the 1498 stored rows moves 6, 3
