@@ -983,7 +983,12 @@ move): 9 of 16 faster, +2.7% (+4% to +16% at K 2336-7288; fp16 TT 1376x6088x1244
 out of sample (call 4, rule_cases seed 365, 16 shapes): **12 of 16 faster, geomean +14.2%** (fp16 NN
 536x8432x3472 +43%, bf16 TT 576x7208x4016 +38%, fp16 TT 1384x2944x408 +37%; losses bf16 TN 6184x680x7288
 -10%, fp16 TT 976x4144x13240 -8% - both 132 192x192 tiles, a full round -, bf16 TN 6312x552x13432 -5%,
-where the pairs went 192 -> 208 wide, fp16 NN 4312x920x3208 -2.8%); prediction was >= 11, +5%.  On."""
+where the pairs went 192 -> 208 wide, fp16 NN 4312x920x3208 -2.8%); prediction was >= 11, +5%.  On - but
+not where the pairs' price makes 192x192 fit and narrow pairs then replace it (MISALIGNED_NARROW_OVER_TALL):
+that route moved 192 pairs to narrow ones (bf16 TN 6312x552x13432 192 -> 208 -5%, 1144x3344x6584 192 -> 176
++3%, stop 36's GPU suite: 2312x1544x4104 192 -> 176; call 3 fp16 NN 6856x1104x3176 -6%, the replay's
+6304x560x2456 -5.7%); there plan_config keeps the pairs' own choice.  Call 4's sample without those two:
+12 of 14 faster."""
 MISALIGNED_TALL_PAIRED_ONE_ROUND = True
 """... only where the 192x192 tiles fit one round (at most ``sm_count``; False: any count).  The two samples
 of MISALIGNED_TALL_PAIRED (stop 35 call 5, stop 36 call 3: 32 shapes) split by the 192x192 plan it moved to:
@@ -997,7 +1002,7 @@ an operand MN-major only, out of sample (seed 83, NN/NT/TT): 13 of 16 faster, ge
 
 
 def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K,
-                         mn_major: bool = False) -> bool:
+                         mn_major: bool = False, paired: bool | None = None) -> bool:
     """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs
     192x192 tiles (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters:
     M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9; ``mn_major``, an
@@ -1009,12 +1014,13 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
     the same rounds: at model ratio 0.63 (four shapes) 192x192 ran +16% to +44% over the rule, at 0.84
     (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%. 192x128 tiles, which
     choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88) they ran 29% slower than the
-    rule (three 192-row tiles on M = 400)."""
+    rule (three 192-row tiles on M = 400).  ``paired``: price the 128x256 side as pairs
+    (MISALIGNED_TALL_PAIRED, None: that setting) where the 192x192 tiles fit one round (..._ONE_ROUND)."""
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
-    paired = MISALIGNED_TALL_PAIRED and (not MISALIGNED_TALL_PAIRED_ONE_ROUND
-                                         or tile_count(m, n, 192, 1, TALL_BLOCK_M) <= sm_count)
+    paired = ((MISALIGNED_TALL_PAIRED if paired is None else paired)
+              and (not MISALIGNED_TALL_PAIRED_ONE_ROUND or tile_count(m, n, 192, 1, TALL_BLOCK_M) <= sm_count))
     if paired:                      # the pairs as the cluster kernel runs them, x one tile's area
         wide = pair_rounds(m, n, k, sm_count, 256, block_k) * BLOCK_M * 256
     else:
@@ -1205,10 +1211,18 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
-        if misaligned_tall_fits(m, n, k, sm_count, block_k=wide.block_k, mn_major=not all(kmajor)):
+        tall_kw = dict(block_k=wide.block_k, mn_major=not all(kmajor))
+        tall = misaligned_tall_fits(m, n, k, sm_count, paired=False, **tall_kw)
+        if tall or misaligned_tall_fits(m, n, k, sm_count, **tall_kw):
             narrow_n = (misaligned_narrow_width(wide, m, n, k, sm_count)
                         if MISALIGNED_NARROW_OVER_TALL and m > MISALIGNED_NARROW_OVER_TALL_MIN_M else None)
-            return with_tile(wide, narrow_n) if narrow_n else as_tall(wide, 192)
+            if not narrow_n:
+                return as_tall(wide, 192)
+            if tall:
+                return with_tile(wide, narrow_n)
+            # 192x192 only by the pairs' price, and narrow pairs would replace it: the pairs' own choice
+            # below, as without MISALIGNED_TALL_PAIRED (stop 36: the pairs' price moved 192 pairs to 208 / 176
+            # ones through here, -5% to -6% on three of four measured shapes)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
             wide = with_tile(wide, 192)
         narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)

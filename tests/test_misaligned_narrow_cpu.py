@@ -151,6 +151,10 @@ def test_misaligned_tall_paired(monkeypatch):
         cfg = _plan(m, n, k, kind, layout)
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 192, (1, 1)), cfg
     assert _pair(_plan(464, 9704, 3512, gc.BF16, "TT"), 256)
+    # where narrow pairs would replace a 192x192 choice that only the pairs' price makes, the pairs' own
+    # choice stays (192 wide here; stop 36: -5% as 208 pairs, and the GPU suite's 2312x1544x4104 row)
+    assert _pair(_plan(6312, 552, 13432, gc.BF16, "TN"), 192)
+    assert _pair(_plan(2312, 1544, 4104, gc.BF16, "NN"), 192)
     monkeypatch.setattr(gc, "MISALIGNED_TALL_PAIRED_ONE_ROUND", False)
     cfg = _plan(464, 9704, 3512, gc.BF16, "TT")
     assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
