@@ -157,10 +157,7 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
 # Experiment (prepared in stop 36; bench/NOTES.md "End of session (stop 36)"):
-# (a) CLUSTER_MN_MAJOR_A_MIN_M 0 -> 1536 (NN 128x128 in 2x1 pairs over an even number of tile rows): stop 36
-#     call 4 ran it without the even-rows condition (11 of 16 faster, +4.3%; even rows 8 of 9); the refined
-#     form afresh, rule_cases seed 367 (NN).  Prediction: >= 11 of 16 faster, geomean >= +4%.  (Skip it if
-#     stop 36's call 5 ran it: bench/NOTES.md says.)
+# (stop 36 call 5 ran CLUSTER_MN_MAJOR_A_MIN_M 0 -> 1536 with the even-rows condition: 11 of 16, +1.2%.)
 # (b) CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS 0 -> 19 (odd tile rows too from 19): rule_cases seed 368 (NN).  In
 #     sample 4 of 6, about +7%.  Prediction: >= 9 of 16 faster, geomean >= +2%.
 # (c) surveys seed 42, bf16 and fp16 (GPU-bound rows; stop 36 seed 41: 1.009 / 1.010; prediction >= 1.01 /
@@ -168,9 +165,7 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 # (d) oracles: fp16 TT random 24 (seed 45) and bf16 NT random 24 (seed 46), the N-major-B layouts that
 #     stop 36's NARROW_OVER_128_MN_MAJOR_B changed: prediction best/auto <= 1.07 each (NN seeds 43 / 44:
 #     1.063 / 1.065), material for the next rules.
-add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.CLUSTER_MN_MAJOR_A_MIN_M=0/1536 --rounds 7 --iters 10 \
---json $Q_OUT/ab_cluster_mn_major_a_even.json --cases fp16:NN:1944x560x280,fp16:NN:2040x704x336,fp16:NN:2552x304x336,fp16:NN:1712x584x384,bf16:NN:1976x312x392,fp16:NN:3768x360x432,bf16:NN:1784x376x448,fp16:NN:1536x360x472,fp16:NN:1536x1016x512,fp16:NN:4352x288x520,fp16:NN:2800x464x568,fp16:NN:2752x496x800,fp16:NN:4568x352x880,fp16:NN:2712x648x1168,bf16:NN:5552x464x1328,fp16:NN:1976x392x2544; \
-$PY bench/rule_ab.py --rule gemm_configs.CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS=0/19 --rounds 7 --iters 10 \
+add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS=0/19 --rounds 7 --iters 10 \
 --json $Q_OUT/ab_cluster_mn_major_a_odd.json --cases fp16:NN:2344x296x296,fp16:NN:2344x336x528,fp16:NN:4408x288x648,fp16:NN:3456x320x680,bf16:NN:4136x344x744,fp16:NN:2616x648x776,bf16:NN:2608x688x856,bf16:NN:3448x256x896,fp16:NN:2320x656x1112,fp16:NN:2408x752x1152,fp16:NN:5392x336x1280,fp16:NN:3600x496x1384,bf16:NN:4888x304x1720,fp16:NN:4872x352x3344,fp16:NN:5248x344x9520,fp16:NN:5160x376x10264; \
 $PY bench/survey.py --dtype bfloat16 --seed 42 --json $Q_OUT/survey_bf16_s42.json; \
 $PY bench/survey.py --dtype float16 --seed 42 --json $Q_OUT/survey_fp16_s42.json; \
