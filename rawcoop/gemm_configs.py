@@ -1213,7 +1213,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         tall_kw = dict(block_k=wide.block_k, mn_major=not all(kmajor))
         tall = misaligned_tall_fits(m, n, k, sm_count, paired=False, **tall_kw)
-        if tall or misaligned_tall_fits(m, n, k, sm_count, **tall_kw):
+        if tall or (MISALIGNED_TALL_PAIRED and misaligned_tall_fits(m, n, k, sm_count, paired=True, **tall_kw)):
             narrow_n = (misaligned_narrow_width(wide, m, n, k, sm_count)
                         if MISALIGNED_NARROW_OVER_TALL and m > MISALIGNED_NARROW_OVER_TALL_MIN_M else None)
             if not narrow_n:

@@ -90,22 +90,33 @@ def test_narrow_box_refusals():
         rawcoop.gemm(a, b, _block_n=176, _swap=True)
 
 
-@pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
-@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 3584, 224), (8288, 688, 3008, 176)], ids=str)
-def test_auto_narrow_width(m, n, k, width, dt_name, layout):
-    """choose_narrow_width (NARROW_WIDTH_RATIO 0.95): the automatic plan of these shapes is 128xW (on a
-    132-SM GPU), right against float64 and deterministic."""
+def _check_auto(m, n, k, layout, dt_name, tile, seed, epilogue=None):
+    """The automatic plan (on a 132-SM GPU) is ``tile`` = (block_m, block_n, cluster), not swap-AB, and its
+    result is right against float64 and deterministic; ``epilogue`` = (C's order, activation): with
+    gpu_helpers.full_epilogue's C, alpha, beta and bias."""
     import cupy as cp
     import rawcoop
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 51)
-    cfg = _plan_for(a, b).cfg
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, seed)
+    if epilogue:
+        kw, ref = gpu_helpers.full_epilogue(cp, a, b, *epilogue, seed + 2)
+    else:
+        kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
+    cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, width, (1, 1)), cfg.spec.label
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    gpu_helpers.assert_rel_err(cp, d, ref, TOL[dt_name])
+
+
+@pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
+@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 3584, 224), (8288, 688, 3008, 176)], ids=str)
+def test_auto_narrow_width(m, n, k, width, dt_name, layout):
+    """choose_narrow_width (NARROW_WIDTH_RATIO 0.95): the automatic plan of these shapes is 128xW (on a
+    132-SM GPU), right against float64 and deterministic."""
+    _check_auto(m, n, k, layout, dt_name, (128, width, (1, 1)), 51)
 
 
 @pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
@@ -121,17 +132,7 @@ def test_auto_narrow_width(m, n, k, width, dt_name, layout):
 def test_auto_plans_of_stop_35(m, n, k, tile, dt_name, layout):
     """The plans stop 35's rules give (choose_narrow_width against long-K 128x128 and 192x128 choices; on a
     132-SM GPU) right against float64 and deterministic."""
-    import cupy as cp
-    import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
-    dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 53)
-    cfg = _plan_for(a, b).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (*tile, (1, 1)), cfg.spec.label
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+    _check_auto(m, n, k, layout, dt_name, (*tile, (1, 1)), 53)
 
 
 @pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
@@ -146,33 +147,11 @@ def test_auto_plans_of_stop_36(dt_name, layout, m, n, k, tile):
     """The plans stop 36's rules give (on a 132-SM GPU: long-K 128x128 with an N-major B gives way to 128x192
     / 128x256; NN 128x128 from M = 1536 over an even number of tile rows runs 2x1 clusters) right against
     float64 and deterministic."""
-    import cupy as cp
-    import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
-    dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 59)
-    cfg = _plan_for(a, b).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+    _check_auto(m, n, k, layout, dt_name, tile, 59)
 
 
 @pytest.mark.parametrize("c_order", ["C", "F"])
 def test_mn_major_a_pairs_with_epilogue(c_order):
     """CLUSTER_MN_MAJOR_A_MIN_M's 2x1 pairs of NN 128x128 tiles with C, alpha, beta, bias and an activation
     (a cluster kernel with an M-major A and the full epilogue) right against float64."""
-    import cupy as cp
-    import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
-    m, n, k = 4752, 312, 1576
-    dt = gpu_helpers.dtype("float16")
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "NN", 61)
-    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "relu", 63)
-    cfg = _plan_for(a, b, **kw).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 128, (2, 1)), cfg.spec.label
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    gpu_helpers.assert_rel_err(cp, d, ref, TOL["float16"])
+    _check_auto(4752, 312, 1576, "NN", "float16", (128, 128, (2, 1)), 61, epilogue=(c_order, "relu"))
