@@ -1286,7 +1286,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             streamk=streamk, pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             return narrow
-        if batch == 1 and mn_major_a_pairs_fit(cfg, m, kmajor):
+        if batch == 1 and mn_major_a_pairs_fit(cfg, m, k, kmajor):
             return plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
                                use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
                                block=block, block_n=128, swap=False, cluster=(2, 1), pingpong=False,
@@ -1310,16 +1310,24 @@ CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS = 0
 """... and over an odd number of tile rows from this many (0: never): one idle half-pair in that many rows.
 In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster, about +7% (fp16
 5232x376x8280 41 rows +21%, 3144x472x1720 25 rows +13%, 2360x744x2024 19 rows +9%; 2664x712x536 21 rows
--1.4%); 13 rows lost (-18%, -1.6%).  Prepared (off) for bench/next_session.sh part 3."""
+-1.4%); 13 rows lost (-18%, -1.6%).  Stop 37 (H200, rule_ab 0 -> 19, rule_cases seed 368, 16 NN shapes):
+7 of 16 faster, +1.0% - all 5 with K >= 1384 faster (+4.4% to +26%: fp16 5160x376x10264 +26%, bf16
+4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%): stays off without a
+K floor (CLUSTER_MN_MAJOR_A_ODD_MIN_K)."""
+CLUSTER_MN_MAJOR_A_ODD_MIN_K = 0
+"""... and K at least this (0: any K) for the odd rows: stop 37's seed-368 sample split at K = 1344 (above,
+5 of 5 faster; below 4 of 11), as stop 36's even-rows samples did (K <= 880 neutral, K >= 1328 +3% / +9%):
+the pair's cluster launch and lock-step are paid back over enough k-blocks only."""
 
 
-def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
+def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, k: int, kmajor: tuple[bool, bool]) -> bool:
     """Whether plan_config's final choice ``cfg`` - a cooperative 16-bit 128x128 tile, no cluster, ping-pong,
     stream-K or swap-AB - runs in 2x1 clusters instead: an M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
-    and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS)."""
+    and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS with K >=
+    CLUSTER_MN_MAJOR_A_ODD_MIN_K)."""
     from .scheduler import cdiv
     rows = cdiv(m, BLOCK_M)
-    rows_pair = rows % 2 == 0 or 0 < CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS <= rows
+    rows_pair = rows % 2 == 0 or (0 < CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS <= rows and k >= CLUSTER_MN_MAJOR_A_ODD_MIN_K)
     return (0 < CLUSTER_MN_MAJOR_A_MIN_M <= m and rows_pair and not kmajor[0] and kmajor[1]
             and cfg.in_bytes == 2
             and (cfg.block_m, cfg.block_n) == (BLOCK_M, 128) and cfg.cluster_size == 1
@@ -1665,6 +1673,28 @@ and under 32 k-blocks 18 of 20 ran faster ping-pong (+3% to +21%; e4m3 7296x1472
 2112x6016x512 -2.3%); with more k-blocks, or within two waves, 192x128 mostly held (960x6656x2048 +26%)."""
 
 
+TALL_SPLIT_MIN_K_BLOCKS = 0
+"""choose_tall: not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
+scheduler.decompose) into splits of fewer than this many k-blocks on average (0: any).  The stored oracle
+rows (bench/results, stops 31-37, fp16/bf16, 5 rounds, batch timing) had 34 automatic tall plans split
+that way: at 9-20 k-blocks per split all 8 left >= 8% to another plan measured in the same rounds
+(fp16 TT 1344x1008x1760, 42 192x192 tiles x 3 splits of 9.3: 128x128 data-parallel +29%; 1864x520x1456
+11.5: 128x128 +17%; bf16 TN 2864x416x1304 10.5: +16%, 2800x432x2384 19: +13%, 2144x464x3152 16.7: +12%),
+at 22.5-25.5 five of nine had none better.  A split's fix-up (its fp32 192-row partial through the
+workspace) is a fixed cost that short splits do not amortise; schedule_cost prices one-round splits at
+their share of the SMs only."""
+
+
+def tall_split_too_short(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int) -> bool:
+    """Whether 192x``block_n`` tiles would run every tile split (no full wave) into splits shorter than
+    TALL_SPLIT_MIN_K_BLOCKS k-blocks (the cooperative kernel's decomposition)."""
+    if TALL_SPLIT_MIN_K_BLOCKS <= 0:
+        return False
+    from . import scheduler
+    dec = scheduler.decompose(tile_count(m, n, block_n, 1, TALL_BLOCK_M), scheduler.cdiv(k, block_k), sm_count)
+    return dec.tiles_dp == 0 and dec.splits >= 2 and dec.k_blocks < TALL_SPLIT_MIN_K_BLOCKS * dec.splits
+
+
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
     """The tall tile's width (192 or 128) to run instead of the heuristic's
     128-row choice ``cfg`` (on the kernel's M x N), or None: for un-swapped,
@@ -1711,8 +1741,11 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
         return None
     from . import scheduler
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
+    widths = [bn for bn in TALL_BLOCK_NS if not tall_split_too_short(m, n, k, sm_count, bn, cfg.block_k)]
+    if not widths:
+        return None
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,
-                                    split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in TALL_BLOCK_NS)
+                                    split_tail_overhead=split_tail_overhead(cfg)), bn) for bn in widths)
     if (cfg.pingpong and tile_count(m, n, best, batches, TALL_BLOCK_M) > TALL_OVER_PINGPONG_MAX_WAVES * sm_count
             and (best == 192 or scheduler.cdiv(k, cfg.block_k) < TALL_128_OVER_PINGPONG_MIN_K_BLOCKS)):
         return None                 # the ping-pong choice stays
