@@ -1317,7 +1317,10 @@ K floor (CLUSTER_MN_MAJOR_A_ODD_MIN_K)."""
 CLUSTER_MN_MAJOR_A_ODD_MIN_K = 0
 """... and K at least this (0: any K) for the odd rows: stop 37's seed-368 sample split at K = 1344 (above,
 5 of 5 faster; below 4 of 11), as stop 36's even-rows samples did (K <= 880 neutral, K >= 1328 +3% / +9%):
-the pair's cluster launch and lock-step are paid back over enough k-blocks only."""
+the pair's cluster launch and lock-step are paid back over enough k-blocks only.  Out of sample (stop 37
+call 4, ODD_MIN_ROWS 0 -> 19 with this 1344, rule_cases seed 370, 16 NN shapes, 0.30% of random NN shapes
+move): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%, 4640x368x6464 -10%, 3120x640x2176 -17%; prediction
+>= 11, +4%: missed) - mixed at every K: the odd rows stay off."""
 
 
 def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, k: int, kmajor: tuple[bool, bool]) -> bool:
@@ -1673,7 +1676,7 @@ and under 32 k-blocks 18 of 20 ran faster ping-pong (+3% to +21%; e4m3 7296x1472
 2112x6016x512 -2.3%); with more k-blocks, or within two waves, 192x128 mostly held (960x6656x2048 +26%)."""
 
 
-TALL_SPLIT_MIN_K_BLOCKS = 0
+TALL_SPLIT_MIN_K_BLOCKS = 21
 """choose_tall: not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
 scheduler.decompose) into splits of fewer than this many k-blocks on average (0: any).  The stored oracle
 rows (bench/results, stops 31-37, fp16/bf16, 5 rounds, batch timing) had 34 automatic tall plans split
@@ -1682,7 +1685,12 @@ that way: at 9-20 k-blocks per split all 8 left >= 8% to another plan measured i
 11.5: 128x128 +17%; bf16 TN 2864x416x1304 10.5: +16%, 2800x432x2384 19: +13%, 2144x464x3152 16.7: +12%),
 at 22.5-25.5 five of nine had none better.  A split's fix-up (its fp32 192-row partial through the
 workspace) is a fixed cost that short splits do not amortise; schedule_cost prices one-round splits at
-their share of the SMs only."""
+their share of the SMs only.  Out of sample (H200, stop 37 call 4, rule_ab 0 -> 21, 7 alternating rounds,
+rule_cases seed 369: 2.65% of random step-8 16-bit shapes move): 11 of 16 faster, geomean +3.9% (bf16 TT
+1880x672x2336 192x192 -> 128x128 +16%, bf16 TN 1632x824x1192 128x176 -> 128x128 +16%, fp16 TT
+2896x328x2240 +15%, bf16 NN 2088x400x1160 +14%); losses where a narrow width replaced the tall tile (fp16 NN
+920x1296x3960 -> 128x176 -10.5%, bf16 NN 560x1360x3960 -> 128x176 -8.5%) and fp16 TT 904x1128x2248 -> 128x128
+-6%; prediction was >= 11 of 16, +5% (the count met, the geomean not)."""
 
 
 def tall_split_too_short(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int) -> bool:

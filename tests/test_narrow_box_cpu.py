@@ -243,6 +243,7 @@ def test_prepared_switches_of_stop_35(monkeypatch):
     +21%); NARROW_OVER_128_MN_MAJOR_B (on since stop 36: 14 of 16 faster, +8.7%) weighs 128x192 / 128x256
     against a long-K 128x128 choice with an N-major B (fp16 NT 1992x912x5120: 128x256, the oracle's +22%)."""
     assert gc.NARROW_OVER_TALL_192_SPLIT is False and gc.NARROW_OVER_128_MN_MAJOR_B is True
+    monkeypatch.setattr(gc, "TALL_SPLIT_MIN_K_BLOCKS", 0)     # (stop 37's rule: 128x128 there, 9-k-block splits)
     cfg = _plan(3696, 304, 1680)
     assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
     monkeypatch.setattr(gc, "NARROW_OVER_TALL_192_SPLIT", True)

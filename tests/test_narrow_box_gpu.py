@@ -150,6 +150,18 @@ def test_auto_plans_of_stop_36(dt_name, layout, m, n, k, tile):
     _check_auto(m, n, k, layout, dt_name, tile, 59)
 
 
+@pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
+    ("float16", "TT", 1344, 1008, 1760, (128, 128, (1, 1))),    # TALL_SPLIT_MIN_K_BLOCKS: not 192x192 x 3 splits
+    ("bfloat16", "TT", 1880, 672, 2336, (128, 128, (1, 1))),    # ... of 12.3 k-blocks
+    ("bfloat16", "NN", 640, 1928, 2592, (128, 256, (1, 1))),    # ... -> 128x256
+    ("float16", "NN", 560, 3376, 5976, (192, 192, (1, 1))),     # 2 splits of 47: stays 192x192
+], ids=str)
+def test_auto_plans_of_stop_37(dt_name, layout, m, n, k, tile):
+    """The plans stop 37's rule gives (on a 132-SM GPU: no 192-row tiles split into splits under 21 k-blocks)
+    right against float64 and deterministic."""
+    _check_auto(m, n, k, layout, dt_name, tile, 67)
+
+
 @pytest.mark.parametrize("c_order", ["C", "F"])
 def test_mn_major_a_pairs_with_epilogue(c_order):
     """CLUSTER_MN_MAJOR_A_MIN_M's 2x1 pairs of NN 128x128 tiles with C, alpha, beta, bias and an activation
