@@ -1267,13 +1267,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
         # faster)
         one_wave_sk = cfg.stream_k and tiles < sm_count
-        tall_base = replace(cfg, stream_k=False) if one_wave_sk else cfg
-        tall_n = choose_tall(tall_base, km, kn, k, batch, sm_count)
-        # the tall width TALL_SPLIT_MIN_K_BLOCKS alone turned down (TALL_SPLIT_OVER_NARROW: it stays over a
-        # narrow width)
-        short_tall = (choose_tall(tall_base, km, kn, k, batch, sm_count, split_floor=False)
-                      if tall_n is None and TALL_SPLIT_OVER_NARROW else None)
-        before_tall = cfg
+        tall_n = choose_tall(replace(cfg, stream_k=False) if one_wave_sk else cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
             cfg = as_tall(cfg, tall_n)
         limit = swap_waves_limit(cfg, m, n, batch, kinds=kinds, out_fp32=out_fp32, block=block)
@@ -1291,8 +1285,6 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block, block_n=w, swap=swap,
             streamk=streamk, pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
-            if short_tall is not None and narrow.block_n in NARROW_BOX_NS:
-                return as_tall(before_tall, short_tall)
             return narrow
         if batch == 1 and mn_major_a_pairs_fit(cfg, m, k, kmajor):
             return plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
@@ -1685,7 +1677,8 @@ and under 32 k-blocks 18 of 20 ran faster ping-pong (+3% to +21%; e4m3 7296x1472
 
 
 TALL_SPLIT_MIN_K_BLOCKS = 21
-"""choose_tall: not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
+"""choose_tall: for 16-bit inputs (fp8 and tf32 keep stop 20's tall choices, e.g. e4m3 1536x1536x4096
+192x192 in 2 splits of 16), not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
 scheduler.decompose) into splits of fewer than this many k-blocks on average (0: any).  The stored oracle
 rows (bench/results, stops 31-37, fp16/bf16, 5 rounds, batch timing) had 34 automatic tall plans split
 that way: at 9-20 k-blocks per split all 8 left >= 8% to another plan measured in the same rounds
@@ -1698,14 +1691,9 @@ rule_cases seed 369: 2.65% of random step-8 16-bit shapes move): 11 of 16 faster
 1880x672x2336 192x192 -> 128x128 +16%, bf16 TN 1632x824x1192 128x176 -> 128x128 +16%, fp16 TT
 2896x328x2240 +15%, bf16 NN 2088x400x1160 +14%); losses where a narrow width replaced the tall tile (fp16 NN
 920x1296x3960 -> 128x176 -10.5%, bf16 NN 560x1360x3960 -> 128x176 -8.5%) and fp16 TT 904x1128x2248 -> 128x128
--6%; prediction was >= 11 of 16, +5% (the count met, the geomean not)."""
-
-
-TALL_SPLIT_OVER_NARROW = False
-"""plan_config: where TALL_SPLIT_MIN_K_BLOCKS alone turned a 192-row tile down and the plan would then be a
-width between the multiples of 64 (choose_narrow_width), the 192-row tile stays (False: the narrow width).
-Stop 37 call 4's two largest losses of the floor were such (fp16 NN 920x1296x3960 128x176 -10.5%, bf16 NN
-560x1360x3960 128x176 -8.5%; bf16 TN 1576x704x2968 128x240 +1.2%)."""
+-6%; prediction was >= 11 of 16, +5% (the count met, the geomean not).  Keeping the tall tile where a
+narrow width would replace it (call 5, rule_cases seed 372, 16 shapes): 2 of 16 faster, -7.2% - the narrow
+widths are right there; not kept."""
 
 
 def tall_split_too_short(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int) -> bool:
@@ -1718,8 +1706,7 @@ def tall_split_too_short(m: int, n: int, k: int, sm_count: int, block_n: int, bl
     return dec.tiles_dp == 0 and dec.splits >= 2 and dec.k_blocks < TALL_SPLIT_MIN_K_BLOCKS * dec.splits
 
 
-def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int,
-                split_floor: bool = True) -> int | None:
+def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
     """The tall tile's width (192 or 128) to run instead of the heuristic's
     128-row choice ``cfg`` (on the kernel's M x N), or None: for un-swapped,
     un-clustered, not block-scaled problems of one batch with M >=
@@ -1766,7 +1753,7 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     from . import scheduler
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
     widths = [bn for bn in TALL_BLOCK_NS
-              if not (split_floor and tall_split_too_short(m, n, k, sm_count, bn, cfg.block_k))]
+              if not (cfg.in_bytes == 2 and tall_split_too_short(m, n, k, sm_count, bn, cfg.block_k))]
     if not widths:
         return None
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,

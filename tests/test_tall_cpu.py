@@ -318,3 +318,11 @@ def test_tall_split_min_k_blocks(kind, layout, shape, tall, want, monkeypatch):
     monkeypatch.setattr(gc, "TALL_SPLIT_MIN_K_BLOCKS", 0)
     old = _auto(*shape, kinds=(kind, kind), kmajor=_LAYOUT[layout], out_name=name)
     assert (old.block_m, old.block_n) == tall
+
+
+def test_tall_split_floor_is_16_bit_only():
+    """TALL_SPLIT_MIN_K_BLOCKS was measured on fp16 / bf16: e4m3 and tf32 1536x1536x4096 keep stop 20's
+    192x192 (2 splits of 16 and 32 k-blocks; test_tall_gpu.test_auto_tall_tiles_tf32_fp8)."""
+    for kinds, out_name in (((gc.E4M3, gc.E4M3), "bfloat16"), ((gc.TF32, gc.TF32), "float32")):
+        cfg = _auto(1536, 1536, 4096, kinds=kinds, out_name=out_name)
+        assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
