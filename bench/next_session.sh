@@ -157,17 +157,12 @@ add bench 200 "$PY -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --
 $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x4096 --timing batch --rounds 5 \
 --iters 50 --json $Q_OUT/bench_batch.json"
 # Experiment (prepared in stop 37; bench/NOTES.md "Stop 37"):
-# (a) TALL_SPLIT_MIN_K_BLOCKS 0 -> 21 again (adopted in stop 37 on seed 369: 11 of 16 faster, +3.9%), a second
-#     out-of-sample draw, rule_cases seed 373 (16 shapes, 2.65% of random step-8 16-bit shapes move).
-#     Prediction: >= 10 of 16 faster, geomean >= +2% (else revisit the floor: the losses were not split by
-#     k-blocks per split).
+# (a) (TALL_SPLIT_MIN_K_BLOCKS 0 -> 21 again, seed 373: stop 37 call 7 ran it - 15 of 16 faster, +14.1%.)
 # (b) surveys seed 43, bf16 and fp16 (GPU-bound rows; stop 37 seed 42: 1.004 / 0.995 before the floor;
 #     prediction >= 1.0 / >= 1.0).
 # (c) oracles: fp16 TN random 24 (seed 49) and bf16 NN random 24 (seed 50): prediction best/auto <= 1.06 each
 #     (stop 37: TT / NT / TN / NN 1.054 / 1.040 / 1.021 / 1.046), material for the next rules.
-add experiment 300 "$PY bench/rule_ab.py --rule gemm_configs.TALL_SPLIT_MIN_K_BLOCKS=0/21 --rounds 7 --iters 10 \
---json $Q_OUT/ab_tall_split_min_kb_s373.json --cases fp16:TT:6128x280x1040,bf16:NN:5112x256x1136,bf16:NN:424x2792x1208,fp16:NT:1160x864x1336,bf16:TT:2112x448x1456,fp16:NT:2504x560x1568,bf16:TT:3888x320x1728,bf16:TN:944x1088x1888,fp16:NN:1784x760x2016,bf16:NN:512x2064x2360,bf16:TN:456x2416x2368,bf16:TT:1104x616x2520,fp16:NN:1768x704x2784,bf16:TN:928x1056x2960,bf16:NN:2672x416x3248,bf16:NT:464x1472x6384; \
-$PY bench/survey.py --dtype bfloat16 --seed 43 --json $Q_OUT/survey_bf16_s43.json; \
+add experiment 300 "$PY bench/survey.py --dtype bfloat16 --seed 43 --json $Q_OUT/survey_bf16_s43.json; \
 $PY bench/survey.py --dtype float16 --seed 43 --json $Q_OUT/survey_fp16_s43.json; \
 $PY bench/oracle.py --dtype float16 --layout TN --random 24 --seed 49 --rounds 5 --iters 10 --widths 160,176,208,224,240 \
 --json $Q_OUT/oracle_fp16_tn_s49.json; \

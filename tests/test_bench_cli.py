@@ -880,7 +880,6 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        "python bench/rule_ab.py --rule gemm_configs.TALL_SPLIT_MIN_K_BLOCKS=0/21",
         f"python bench/survey.py --dtype bfloat16 --seed 43 --json {out}/survey_bf16_s43.json",
         f"python bench/survey.py --dtype float16 --seed 43 --json {out}/survey_fp16_s43.json",
         "python bench/oracle.py --dtype float16 --layout TN --random 24 --seed 49",
