@@ -1286,7 +1286,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             streamk=streamk, pitches=pitches), km, kn, k, sm_count)
         if narrow is not None:
             return narrow
-        if batch == 1 and mn_major_a_pairs_fit(cfg, m, k, kmajor):
+        if batch == 1 and mn_major_a_pairs_fit(cfg, m, kmajor):
             return plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
                                use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
                                block=block, block_n=128, swap=False, cluster=(2, 1), pingpong=False,
@@ -1312,25 +1312,18 @@ In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster,
 5232x376x8280 41 rows +21%, 3144x472x1720 25 rows +13%, 2360x744x2024 19 rows +9%; 2664x712x536 21 rows
 -1.4%); 13 rows lost (-18%, -1.6%).  Stop 37 (H200, rule_ab 0 -> 19, rule_cases seed 368, 16 NN shapes):
 7 of 16 faster, +1.0% - all 5 with K >= 1384 faster (+4.4% to +26%: fp16 5160x376x10264 +26%, bf16
-4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%): stays off without a
-K floor (CLUSTER_MN_MAJOR_A_ODD_MIN_K)."""
-CLUSTER_MN_MAJOR_A_ODD_MIN_K = 0
-"""... and K at least this (0: any K) for the odd rows: stop 37's seed-368 sample split at K = 1344 (above,
-5 of 5 faster; below 4 of 11), as stop 36's even-rows samples did (K <= 880 neutral, K >= 1328 +3% / +9%):
-the pair's cluster launch and lock-step are paid back over enough k-blocks only.  Out of sample (stop 37
-call 4, ODD_MIN_ROWS 0 -> 19 with this 1344, rule_cases seed 370, 16 NN shapes, 0.30% of random NN shapes
-move): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%, 4640x368x6464 -10%, 3120x640x2176 -17%; prediction
->= 11, +4%: missed) - mixed at every K: the odd rows stay off."""
+4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%).  With a K floor of 1344 on a new draw (call 4,
+rule_cases seed 370): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%, 3120x640x2176 -17%, 4640x368x6464
+-10%) - mixed at every K: off, and no K floor kept."""
 
 
-def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, k: int, kmajor: tuple[bool, bool]) -> bool:
+def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
     """Whether plan_config's final choice ``cfg`` - a cooperative 16-bit 128x128 tile, no cluster, ping-pong,
     stream-K or swap-AB - runs in 2x1 clusters instead: an M-major, b K-major, M >= CLUSTER_MN_MAJOR_A_MIN_M
-    and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS with K >=
-    CLUSTER_MN_MAJOR_A_ODD_MIN_K)."""
+    and an even number of tile rows (no idle half-pairs; odd from CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS)."""
     from .scheduler import cdiv
     rows = cdiv(m, BLOCK_M)
-    rows_pair = rows % 2 == 0 or (0 < CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS <= rows and k >= CLUSTER_MN_MAJOR_A_ODD_MIN_K)
+    rows_pair = rows % 2 == 0 or 0 < CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS <= rows
     return (0 < CLUSTER_MN_MAJOR_A_MIN_M <= m and rows_pair and not kmajor[0] and kmajor[1]
             and cfg.in_bytes == 2
             and (cfg.block_m, cfg.block_n) == (BLOCK_M, 128) and cfg.cluster_size == 1
@@ -1748,7 +1741,9 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
     is replaced only within TALL_OVER_PINGPONG_MAX_WAVES (2) waves of tall
     tiles, and beyond them only by 192x128 tiles with K of at least
     TALL_128_OVER_PINGPONG_MIN_K_BLOCKS (32) k-blocks (stop 26: ping-pong,
-    which hides the epilogues, beat the tall tiles elsewhere)."""
+    which hides the epilogues, beat the tall tiles elsewhere).  For 16-bit
+    inputs a tall width whose every tile would be split into splits under
+    TALL_SPLIT_MIN_K_BLOCKS k-blocks is not weighed (stop 37)."""
     if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
