@@ -295,9 +295,6 @@ def test_tall_128_over_pingpong_needs_k_blocks(kinds, out_name, shape, want, mon
     assert (floorless.block_m, floorless.block_n) == (192, 128)
 
 
-_LAYOUT = {"TN": (True, True), "NN": (False, True), "NT": (True, False), "TT": (False, False)}
-
-
 @pytest.mark.parametrize("kind, layout, shape, tall, want", [
     (gc.FP16, "TT", (1344, 1008, 1760), (192, 192), (128, 128)),   # 42 tiles x 3 splits of 9.3: oracle +30%
     (gc.BF16, "TT", (1880, 672, 2336), (192, 192), (128, 128)),    # 3 of 12.3 (stop 37 call 4: +15.7%)
@@ -310,13 +307,13 @@ def test_tall_split_min_k_blocks(kind, layout, shape, tall, want, monkeypatch):
     """TALL_SPLIT_MIN_K_BLOCKS (21, stop 37: rule_ab seed 369, 11 of 16 faster, +3.9%): no 192-row tile whose
     every tile splits into splits of fewer than 21 k-blocks; 0 gives back the tall plan."""
     name = "float16" if kind == gc.FP16 else "bfloat16"
-    cfg = _auto(*shape, kinds=(kind, kind), kmajor=_LAYOUT[layout], out_name=name)
+    cfg = _auto(*shape, kinds=(kind, kind), kmajor=gc.LAYOUTS[layout], out_name=name)
     assert (cfg.block_m, cfg.block_n) == want and cfg.cluster == (1, 1) and not cfg.d_colmajor, cfg
     if want == (128, 128):
         dec = scheduler.decompose(gc.tile_count(*shape[:2], 128, 1), scheduler.cdiv(shape[2], 64), 132)
         assert dec.splits == 1 and not cfg.stream_k          # data-parallel: one round of whole-K tiles
     monkeypatch.setattr(gc, "TALL_SPLIT_MIN_K_BLOCKS", 0)
-    old = _auto(*shape, kinds=(kind, kind), kmajor=_LAYOUT[layout], out_name=name)
+    old = _auto(*shape, kinds=(kind, kind), kmajor=gc.LAYOUTS[layout], out_name=name)
     assert (old.block_m, old.block_n) == tall
 
 
