@@ -1312,9 +1312,9 @@ In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster,
 5232x376x8280 41 rows +21%, 3144x472x1720 25 rows +13%, 2360x744x2024 19 rows +9%; 2664x712x536 21 rows
 -1.4%); 13 rows lost (-18%, -1.6%).  Stop 37 (H200, rule_ab 0 -> 19, rule_cases seed 368, 16 NN shapes):
 7 of 16 faster, +1.0% - all 5 with K >= 1384 faster (+4.4% to +26%: fp16 5160x376x10264 +26%, bf16
-4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%).  With a K floor of 1344 on a new draw (call 4,
-rule_cases seed 370): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%, 3120x640x2176 -17%, 4640x368x6464
--10%) - mixed at every K: off, and no K floor kept."""
+4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%).  With a K floor of
+1344 on a new draw (call 4, rule_cases seed 370): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%,
+3120x640x2176 -17%, 4640x368x6464 -10%) - mixed at every K: off, and no K floor kept."""
 
 
 def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
@@ -1691,13 +1691,15 @@ widths are right there; not kept.  A second draw (call 7, seed 373): 15 of 16 fa
 1160x864x1336 192x128 -> 128x128 +22%; fp16 TT 6128x280x1040 -> 128x128 -9.6%)."""
 
 
-def tall_split_too_short(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int) -> bool:
-    """Whether 192x``block_n`` tiles would run every tile split (no full wave) into splits shorter than
-    TALL_SPLIT_MIN_K_BLOCKS k-blocks (the cooperative kernel's decomposition)."""
-    if TALL_SPLIT_MIN_K_BLOCKS <= 0:
+def tall_split_too_short(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int, block_n: int) -> bool:
+    """Whether choose_tall's 16-bit 128-row choice ``cfg`` may not give way to 192x``block_n`` tiles because
+    those would run every tile split (no full wave) into splits shorter than TALL_SPLIT_MIN_K_BLOCKS
+    k-blocks (the cooperative kernel's decomposition)."""
+    if TALL_SPLIT_MIN_K_BLOCKS <= 0 or cfg.in_bytes != 2:
         return False
     from . import scheduler
-    dec = scheduler.decompose(tile_count(m, n, block_n, 1, TALL_BLOCK_M), scheduler.cdiv(k, block_k), sm_count)
+    dec = scheduler.decompose(tile_count(m, n, block_n, 1, TALL_BLOCK_M), scheduler.cdiv(k, cfg.block_k),
+                              sm_count)
     return dec.tiles_dp == 0 and dec.splits >= 2 and dec.k_blocks < TALL_SPLIT_MIN_K_BLOCKS * dec.splits
 
 
@@ -1749,8 +1751,7 @@ def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count:
         return None
     from . import scheduler
     ours = config_cost(cfg, m, n, k, sm_count)          # cfg: un-swapped, 128 rows
-    widths = [bn for bn in TALL_BLOCK_NS
-              if not (cfg.in_bytes == 2 and tall_split_too_short(m, n, k, sm_count, bn, cfg.block_k))]
+    widths = [bn for bn in TALL_BLOCK_NS if not tall_split_too_short(cfg, m, n, k, sm_count, bn)]
     if not widths:
         return None
     cost, best = min((schedule_cost(m, n, k, sm_count, TALL_BLOCK_M, bn, block_k=cfg.block_k,

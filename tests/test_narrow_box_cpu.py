@@ -272,7 +272,7 @@ def test_mn_major_a_pairs(m, n, k, kind, cluster, monkeypatch):
     assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong, cfg.stream_k) == (128, 128, cluster, False,
                                                                                   False), cfg
     assert _plan(m, n, k, kind, tn).cluster == (1, 1)
-    if m >= gc.CLUSTER_MN_MAJOR_A_MIN_M:     # CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS (prepared, off): odd rows from 19
+    if m >= gc.CLUSTER_MN_MAJOR_A_MIN_M:     # CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS (measured mixed, off): odd rows from 19
         assert gc.CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS == 0
         monkeypatch.setattr(gc, "CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS", 19)
         assert _plan(m, n, k, kind, nn).cluster == (2, 1)
