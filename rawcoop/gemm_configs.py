@@ -967,6 +967,30 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 
 
+MISALIGNED_SHORT_K_TALL_MAX_K = 1024
+"""plan_config: below this K (16-bit inputs, MISALIGNED_SHORT_K_TALL_KINDS) the misaligned-pitch rule
+(:func:`misaligned_pitch_config`) yields to the plan the other rules make where that plan is 192x128 tiles (0:
+never).  At short K a 128x256 pair runs few k-blocks per tile and its large epilogue is exposed; the
+192x128 plan (choose_tall's, for problems with few 128x128 tiles) has more tiles for the SMs and a smaller
+epilogue, and the misaligned pitch's extra L2 traffic (the rule's premise) matters less with so little
+mainloop.  Found in the stored oracle rows (stop 38: with the rule off below K = 768 the 128x128 ping-pong
+fallbacks lost on most rows, the 192x128 ones won 7 of 8).  H200, stop 38 (bench/rule_ab.py, 7
+alternating rounds, auto plans A/B on the same normal-data operands, cases from bench/rule_cases.py, all
+four layouts; 1.5-1.6% of random step-8 16-bit shapes move): seed 380 **16 of 16 faster, +12.2%** (bf16 TT
+2400x856x432 +27%, fp16 NT 4568x1008x320 +19%), seed 381 **15 of 16, +10.5%** (fp16 NT 2464x984x880 +23%;
+bf16 NT 1896x1088x344 -4.4%).  Not at K 1024-2048 (seed 382: 8 of 16, +0.1%, losses to -16% at bf16 TT
+984x2568x1864 and bf16 NN 5096x784x2032)."""
+MISALIGNED_SHORT_K_TALL_KINDS = (FP16, BF16)
+"""Input kinds for MISALIGNED_SHORT_K_TALL_MAX_K (tf32 and fp8 not measured)."""
+
+
+def misaligned_short_k_tall(k: int, kinds: tuple[int, int]) -> bool:
+    """Whether a misaligned-pitch problem first asks for the plan without the rule (its 192x128 plan wins,
+    MISALIGNED_SHORT_K_TALL_MAX_K)."""
+    return (k < MISALIGNED_SHORT_K_TALL_MAX_K and kinds[0] in MISALIGNED_SHORT_K_TALL_KINDS
+            and kinds[1] in MISALIGNED_SHORT_K_TALL_KINDS)
+
+
 MISALIGNED_TALL_RATIO = 0.9
 """misaligned_tall_fits: 192x192 tiles instead of the misaligned-pitch rule's 128x256 2x1 when the
 schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
@@ -1134,7 +1158,8 @@ def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: 
 def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
-                streamk=None, block_m=None, pitches: tuple[int, int] | None = None) -> GemmConfig:
+                streamk=None, block_m=None, pitches: tuple[int, int] | None = None,
+                misaligned_rule: bool = True) -> GemmConfig:
     """The kernel configuration for a validated problem (the user's M x N x K,
     ``kinds``/``kmajor`` of a and b) and the forced ``_`` options (None: the
     rules choose), in this order: with nothing forced, the paired one-row
@@ -1160,7 +1185,9 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     where choose_cluster gave none, before the tile rules - or 192x192 tiles where
     :func:`misaligned_tall_fits` (its own ratio with an MN-major operand), or 128x192 pairs where
     :func:`misaligned_width_192_fits`, then pairs of a width between the multiples of 64 where
-    :func:`misaligned_narrow_width`."""
+    :func:`misaligned_narrow_width`; but first, 16-bit at short K (:func:`misaligned_short_k_tall`), the
+    plan without that rule where it is 192x128.  ``misaligned_rule=False`` plans as if no pitch were
+    misaligned (that fallback's own call)."""
     if block_m is not None and block_m != BLOCK_M:
         return _tall_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name, use_c=use_c,
                             c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation, block=block,
@@ -1206,9 +1233,15 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
                                           pingpong=pingpong, streamk=streamk)      # forced 2 means (2, 1)
     if cluster_m == 2 and block_n < 128:
         raise ValueError(f"_cluster={cluster!r} (2x1: B multicast) needs 128- or 256-wide tiles; got {block_n}")
-    if (nothing_forced and not paired and (cluster_m, cluster_n) == (1, 1)
+    if (misaligned_rule and nothing_forced and not paired and (cluster_m, cluster_n) == (1, 1)
             and misaligned_pitch_config(m, n, batch, sm_count, kinds=kinds, swap=swap, block=block,
                                         pitches=pitches or contiguous_pitches(m, n, k, kinds, kmajor))):
+        if misaligned_short_k_tall(k, kinds):
+            plain = plan_config(m, n, k, batch, sm_count, kinds=kinds, kmajor=kmajor, out_name=out_name,
+                                use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind, activation=activation,
+                                block=block, pitches=pitches, misaligned_rule=False)
+            if (plain.block_m, plain.block_n) == (192, 128):
+                return plain
         wide = _kernel_config(256, False, kinds, kmajor, out_name, use_c, c_rowmajor, bias_kind, activation,
                               cluster_m=2, pingpong=False, cluster_n=1, scale_mode=0, stream_k=False)
         tall_kw = dict(block_k=wide.block_k, mn_major=not all(kmajor))

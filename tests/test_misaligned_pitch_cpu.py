@@ -21,8 +21,10 @@ from test_lowp_host import BF16, E4M3, StubArray, build, stub_planning, tn
 def _wide_pairs(monkeypatch):
     """These tests judge the rule's 128x256 / 192x192 / 128x192 branches: the narrow-width pairs that
     replace some of them (misaligned_narrow_width, stop 34) are off here and tested in
-    test_misaligned_narrow_cpu.py."""
+    test_misaligned_narrow_cpu.py; so is the short-K yield to 192x128 plans (MISALIGNED_SHORT_K_TALL_MAX_K,
+    stop 38), tested at the end of this file."""
     monkeypatch.setattr(gc, "MISALIGNED_NARROW_RATIO", 0.0)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 0)
 
 
 def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, **kw):
@@ -239,3 +241,59 @@ def test_width_192_pairs_where_they_pad_n_less(monkeypatch, kmajor):
     assert cfg == _plan(m, n, k, kmajor=kmajor, block_n=192, cluster=(2, 1))     # the forced kernel
     assert _is_rule(_plan(m, n, k, kmajor=(kmajor[0], False)))                   # N-major B keeps 128x256
     assert _is_rule(_plan(m, 2040, k, kmajor=kmajor))                            # 2048 vs 2112: no gain
+
+
+# stop 38's out-of-sample rows (bench/rule_ab.py seeds 380 / 381: the rule's 128x256 2x1 pair -> 192x128)
+SHORT_K_TALL_ROWS = [
+    (gc.BF16, "TT", (2400, 856, 432)),      # +26.7%
+    (gc.FP16, "NT", (4568, 1008, 320)),     # +18.6%
+    (gc.BF16, "TN", (4216, 600, 296)),      # +14.7%
+    (gc.FP16, "NN", (424, 9840, 512)),      # +17.3%
+    (gc.FP16, "NT", (2464, 984, 880)),      # +23.3%
+    (gc.FP16, "TN", (864, 5080, 952)),      # +4.1%
+]
+
+
+@pytest.mark.parametrize("kind,layout,shape", SHORT_K_TALL_ROWS, ids=str)
+def test_short_k_yields_to_192x128(kind, layout, shape, monkeypatch):
+    """MISALIGNED_SHORT_K_TALL_MAX_K (1024, stop 38): below it, a 16-bit misaligned-pitch problem whose plan
+    without the rule is 192x128 runs that plan; 0 gives back the rule's 128x256 pair."""
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    m, n, k = shape
+    km = gc.LAYOUTS[layout]
+    assert gc.misaligned_pitch_config(m, n, 1, 132, kinds=(kind, kind), swap=False, block=False,
+                                      pitches=gc.contiguous_pitches(m, n, k, (kind, kind), km))
+    cfg = _plan(m, n, k, kind, kmajor=km)
+    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg
+    plain = gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=km, out_name="bfloat16", use_c=False,
+                           c_rowmajor=True, bias_kind=0, activation=None, block=False, misaligned_rule=False)
+    assert plain == cfg
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 0)
+    assert _is_rule(_plan(m, n, k, kind, kmajor=km))
+
+
+@pytest.mark.parametrize("kind,layout,shape", [
+    (gc.BF16, "TT", (984, 2568, 1864)),     # seed 382 (K 1024-2048): 192x128 -16%, the rule stays
+    (gc.BF16, "NN", (5096, 784, 2032)),     # ... -15%
+    (gc.BF16, "NT", (2904, 10232, 432)),    # short K, but the plan without the rule is 128x128 ping-pong
+], ids=str)
+def test_short_k_yield_stays_out(kind, layout, shape, monkeypatch):
+    """Not at K >= 1024 (seed 382: 8 of 16, +0.1%) nor where the plan without the rule is not 192x128 (the
+    stored oracle rows: 128x128 ping-pong fallbacks lost on most)."""
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    cfg = _plan(*shape, kind, kmajor=gc.LAYOUTS[layout])
+    assert (cfg.block_m, cfg.block_n) != (192, 128), cfg
+
+
+def test_short_k_yield_is_16_bit_only(monkeypatch):
+    """tf32 and fp8 were not measured: their misaligned short-K problems keep the rule's plan, although the
+    plan without the rule is 192x128 there too."""
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    for kind, k in ((gc.TF32, 428), (gc.E4M3, 848), (gc.E5M2, 848)):
+        m, n, km = 2400, 856, (True, True)
+        out = "float32" if kind == gc.TF32 else "bfloat16"
+        plain = gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=km, out_name=out, use_c=False,
+                               c_rowmajor=True, bias_kind=0, activation=None, block=False, misaligned_rule=False)
+        assert (plain.block_m, plain.block_n) == (192, 128), plain
+        assert not gc.misaligned_short_k_tall(k, (kind, kind))
+        assert _is_rule(_plan(m, n, k, kind, kmajor=km)), kind

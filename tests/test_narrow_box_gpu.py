@@ -162,6 +162,19 @@ def test_auto_plans_of_stop_37(dt_name, layout, m, n, k, tile):
     _check_auto(m, n, k, layout, dt_name, tile, 67)
 
 
+@pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
+    ("bfloat16", "TT", 2400, 856, 432, (192, 128, (1, 1))),     # MISALIGNED_SHORT_K_TALL_MAX_K: misaligned
+    ("float16", "NT", 4568, 1008, 320, (192, 128, (1, 1))),     # ... pitch, K < 1024, the plan without the
+    ("float16", "NN", 424, 9840, 512, (192, 128, (1, 1))),      # ... rule 192x128: that plan
+    ("bfloat16", "TN", 4216, 600, 296, (192, 128, (1, 1))),
+    ("bfloat16", "TT", 984, 2568, 1864, (128, 256, (2, 1))),    # K >= 1024: the rule's pair stays
+], ids=str)
+def test_auto_plans_of_stop_38(dt_name, layout, m, n, k, tile):
+    """The plans stop 38's rule gives (on a 132-SM GPU: 16-bit misaligned pitches at K < 1024 yield to the
+    192x128 plan) right against float64 and deterministic."""
+    _check_auto(m, n, k, layout, dt_name, tile, 71)
+
+
 @pytest.mark.parametrize("c_order", ["C", "F"])
 def test_mn_major_a_pairs_with_epilogue(c_order):
     """CLUSTER_MN_MAJOR_A_MIN_M's 2x1 pairs of NN 128x128 tiles with C, alpha, beta, bias and an activation
