@@ -880,10 +880,10 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        f"python bench/survey.py --dtype bfloat16 --seed 44 --json {out}/survey_bf16_s44.json",
-        f"python bench/survey.py --dtype float16 --seed 44 --json {out}/survey_fp16_s44.json",
-        "python bench/oracle.py --dtype bfloat16 --layout NN --random 24 --seed 51",
-        "python bench/oracle.py --dtype float16 --layout TT --random 24 --seed 52",
+        f"python bench/survey.py --dtype bfloat16 --seed 45 --json {out}/survey_bf16_s45.json",
+        f"python bench/survey.py --dtype float16 --seed 45 --json {out}/survey_fp16_s45.json",
+        "python bench/oracle.py --dtype float16 --layout NT --random 24 --seed 53",
+        "python bench/oracle.py --dtype bfloat16 --layout TT --random 24 --seed 54",
     ])
     # every oracle command parses its --widths (a typo would cost the device call)
     import sys
