@@ -257,9 +257,6 @@ __device__ unsigned long long rc_timeline[1024 * 4 * RC_TL_UNITS * 5];
 #ifndef EPI_RING            // 1: the staging buffers alias the ring's first A stages (see "Staging in the ring")
 #define EPI_RING 0
 #endif
-#ifndef L2_PREFETCH         // k-blocks ahead of each stage's load the producer asks L2 to fetch (0: none; "L2 prefetch")
-#define L2_PREFETCH 0
-#endif
 #define BLOCK_K (128 / RC_IN_BYTES)     // one 128-byte swizzle row of K per k-block: 64 / 32 / 128 elements
 #define RC_KSTEPS (BLOCK_K * RC_IN_BYTES / 32)   // wgmma k-steps of 32 bytes per k-block: always 4
 
@@ -543,27 +540,6 @@ RC_DEVICE void load_operand_multicast(u32 dst, const TmaMap* map, u32 bar, int k
     }
 }
 
-// L2 prefetch (L2_PREFETCH > 0).  A kernel bound by memory keeps only as many
-// bytes in flight as its ring has stages (stop 19: the one-row kernels gained
-// from every stage up to the 8 that fit).  The producer therefore also asks
-// L2 for the boxes of k-block kb + L2_PREFETCH as it loads k-block kb
-// (cp.async.bulk.prefetch.tensor: no shared memory, no barrier, a hint), so
-// DRAM works that far ahead and the ring's own loads mostly hit L2.  The same
-// boxes as load_operand / load_operand_multicast (a cluster CTA prefetches its
-// own half).  An operand every CTA shares (one tile row: A; one tile column:
-// B) is in L2 anyway and is skipped (the caller's `want`).
-template <int KMAJOR, u32 ROWS, bool SHARED>
-RC_DEVICE void prefetch_operand(const TmaMap* map, int k0, int row0, int l, u32 rank) {
-    if (KMAJOR) {
-        tma_prefetch_l2_3d(map, k0, row0 + (SHARED ? int(rank * (ROWS / 2)) : 0), l);
-    } else {
-        constexpr u32 boxes = SHARED ? ROWS / 128 : ROWS / 64;
-#pragma unroll
-        for (u32 i = 0; i < boxes; ++i)
-            tma_prefetch_l2_3d(map, row0 + int(64 * (SHARED ? rank * boxes + i : i)), k0, l);
-    }
-}
-
 // Address of byte `x` of 128-byte line `line` in a 128B-swizzled buffer.
 RC_DEVICE u32 swz(u32 buf, u32 line, u32 x) {
     return buf + line * 128u + ((((x >> 4) ^ (line & 7u)) << 4) | (x & 15u));
@@ -702,15 +678,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                 const int m0 = (tc.m * CLUSTER_M + int(rank_m)) * BLOCK_M;
                 const int n0 = (tc.n * CLUSTER_N + int(rank_n)) * BLOCK_N;
                 const int la = a_batched ? tc.l : 0, lb = b_batched ? tc.l : 0;
-#if L2_PREFETCH
-                const int kb_end = w.kb_begin + w.kb_count;
-                const bool pf_a = tiles_m > 1 || (a_batched && L > 1);   // not one A tile every CTA shares
-                const bool pf_b = tiles_n > 1 || (b_batched && L > 1);
-                auto prefetch = [&](int kb) {
-                    if (pf_a) prefetch_operand<A_KMAJOR, BLOCK_M, (CLUSTER_N > 1)>(&map_a, kb * BLOCK_K, m0, la, rank);
-                    if (pf_b) prefetch_operand<B_KMAJOR, BLOCK_N, (CLUSTER_M > 1)>(&map_b, kb * BLOCK_K, n0, lb, rank);
-                };
-#endif
                 for (int kb = w.kb_begin; kb < w.kb_begin + w.kb_count; ++kb) {
                     const int k0 = kb * BLOCK_K;
                     mbar_wait(empty(stage), phase ^ 1u, "empty (mainloop ring)");
@@ -730,15 +697,6 @@ gemm_kernel(const __grid_constant__ TmaMap map_a, const __grid_constant__ TmaMap
                     load_operand_multicast<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb, rank);
 #else
                     load_operand<B_KMAJOR, BLOCK_N>(smem_b(stage), &map_b, full(stage), k0, n0, lb);
-#endif
-#if L2_PREFETCH
-                    // The unit's first load also starts the k-blocks past the ring's first pass that no later
-                    // load's prefetch covers; every load then asks for the one L2_PREFETCH ahead.
-                    if (kb == w.kb_begin)
-#pragma unroll 1
-                        for (int p = kb + (STAGES < L2_PREFETCH ? STAGES : L2_PREFETCH); p < kb + L2_PREFETCH && p < kb_end; ++p)
-                            prefetch(p);
-                    if (kb + L2_PREFETCH < kb_end) prefetch(kb + L2_PREFETCH);
 #endif
                     if (first) { mbar_arrive(first_load); first = false; }
                     if (++stage == STAGES) { stage = 0; phase ^= 1u; }

@@ -140,14 +140,6 @@ RC_DEVICE void tma_load_3d_multicast(u32 dst, const TmaMap* map, u32 bar, int c0
                  :: "r"(dst), "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask) : "memory");
 }
 
-// Ask L2 to fetch a box from global memory ahead of its load (no shared memory,
-// no barrier; a hint the hardware may drop).  Memory-bound kernels use it to
-// keep more bytes in flight than the shared-memory ring holds (L2_PREFETCH).
-RC_DEVICE void tma_prefetch_l2_3d(const TmaMap* map, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];"
-                 :: "l"(map), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-
 RC_DEVICE void tma_store_3d(const TmaMap* map, u32 src, int c0, int c1, int c2) {
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
                  :: "l"(map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");

@@ -34,7 +34,6 @@ SMEM_LIMIT = 232448                 # sm_90 opt-in shared memory per block
 EPI_BUFFER = 64 * 128               # one 64-row epilogue chunk: 64 lines of 128 B
 MAX_STAGES = 8
 MAX_STAGES_RING = 9                 # with the staging buffers in the ring (epi_ring): 128x64 tiles fit 9
-MAX_L2_PREFETCH = 64                # GemmConfig.l2_prefetch: at most this many k-blocks ahead
 SCALE_BLOCK = 128                   # block-scaled fp8: K (and B's N) extent of one scale; = the fp8 BLOCK_K
 SA_STAGE_BYTES = BLOCK_M * 4        # block-scaled fp8: the 128 fp32 A scales each stage carries
 BLOCK_SCALED_NS = (64, 128)         # block-scaled tiles: acc + promotion temporaries <= 128 registers
@@ -93,7 +92,6 @@ class GemmConfig:
     stream_k: bool = False          # the partial last wave as stream-K ranges (STREAM_K=1; no clusters)
     block_m: int = BLOCK_M          # 128, or 192: three consumer warpgroups (kernels/gemm.cu "Tall tiles")
     epi_ring: bool = False          # staging buffers in the ring's A stages (EPI_RING=1): one unit per CTA only
-    l2_prefetch: int = 0            # k-blocks ahead of each load the producer asks L2 to fetch (L2_PREFETCH; 0: none)
 
     def __post_init__(self):
         object.__setattr__(self, "in_kind", int(self.in_kind))
@@ -139,9 +137,6 @@ class GemmConfig:
         if self.epi_ring and (self.pingpong or self.stream_k or self.block_m != BLOCK_M or self.scale_mode):
             raise ValueError("epi_ring (staging buffers in the ring) needs a cooperative 128-row tile without "
                              "stream-K or block scales")
-        if not isinstance(self.l2_prefetch, numbers.Integral) or not 0 <= self.l2_prefetch <= MAX_L2_PREFETCH:
-            raise ValueError(f"l2_prefetch must be an integer in 0..{MAX_L2_PREFETCH} (k-blocks), got "
-                             f"{self.l2_prefetch!r}")
         if self.bias == 0 and self.bias_on_rows:
             # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
             # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
@@ -236,8 +231,6 @@ class GemmConfig:
             kinds["BLOCK_M"] = self.block_m
         if self.epi_ring:                   # likewise
             kinds["EPI_RING"] = 1
-        if self.l2_prefetch:                # likewise
-            kinds["L2_PREFETCH"] = self.l2_prefetch
         return KernelSpec.make(
             "gemm.cu", "gemm_kernel", BLOCK_N=self.block_n, STAGES=self.stages, **kinds,
             A_KMAJOR=int(self.a_kmajor), B_KMAJOR=int(self.b_kmajor), OUT_TYPE=self.out_type,
@@ -1162,20 +1155,7 @@ def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: 
     return best[1] if best is not None and best[0] <= MISALIGNED_NARROW_RATIO * base else None
 
 
-L2_PREFETCH_K_BLOCKS = 0
-"""k-blocks ahead of each load at which the producer asks L2 for a k-block (GemmConfig.l2_prefetch, the
-kernel's L2_PREFETCH; 0: never).  Experiment of stop 40 (bench/NOTES.md): every plan takes it."""
-
-
-def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, **kw) -> GemmConfig:
-    """:func:`plan_tile`'s configuration (the tile, decomposition and kernel
-    choice; its docstring has the rules), with the L2 prefetch distance
-    (L2_PREFETCH_K_BLOCKS)."""
-    cfg = plan_tile(m, n, k, batch, sm_count, **kw)
-    return replace(cfg, l2_prefetch=L2_PREFETCH_K_BLOCKS) if L2_PREFETCH_K_BLOCKS else cfg
-
-
-def plan_tile(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
+def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                 kmajor: tuple[bool, bool], out_name: str, use_c: bool, c_rowmajor: bool, bias_kind: int,
                 activation, block: bool, block_n=None, swap=None, cluster=None, splits=None, pingpong=None,
                 streamk=None, block_m=None, pitches: tuple[int, int] | None = None,
