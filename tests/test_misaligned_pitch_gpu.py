@@ -171,3 +171,23 @@ def test_auto_misaligned_tall_fp8_and_tf32():
     _expect_rule(a, b, "tall", precision="tf32")
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
+
+
+@pytest.mark.parametrize("fa,fb,m,n,k", [("e4m3", "e4m3", 2328, 904, 688), ("e4m3", "e4m3", 2456, 2440, 496),
+                                         ("e5m2", "e5m2", 888, 2928, 688), ("e4m3", "e5m2", 3520, 1240, 400)],
+                         ids=str)
+def test_auto_misaligned_short_k_fp8_yields(fa, fb, m, n, k):
+    """MISALIGNED_SHORT_K_TALL_KINDS (fp8 since stop 40): a misaligned fp8 pitch at K < 1024 runs the
+    192x128 plan the other rules make instead of the 128x256 pairs, right against float64 (per-tensor
+    scales) and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    from test_fp8_tf32_gpu import _fp8_pair
+    a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, m + k)
+    cfg = _plan_for(a, b, scale_a=0.5, scale_b=2.0).cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
+    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
