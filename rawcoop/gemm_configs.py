@@ -967,34 +967,34 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 
 
-MISALIGNED_SHORT_K_TALL_MAX_K = 1024
-"""plan_config: below this K (16-bit inputs, MISALIGNED_SHORT_K_TALL_KINDS) the misaligned-pitch rule
-(:func:`misaligned_pitch_config`) yields to the plan the other rules make where that plan is 192x128 tiles (0:
-never).  At short K a 128x256 pair runs few k-blocks per tile and its large epilogue is exposed; the
-192x128 plan (choose_tall's, for problems with few 128x128 tiles) has more tiles for the SMs and a smaller
-epilogue, and the misaligned pitch's extra L2 traffic (the rule's premise) matters less with so little
-mainloop.  Found in the stored oracle rows (stop 38: with the rule off below K = 768 the 128x128 ping-pong
-fallbacks lost on most rows, the 192x128 ones won 7 of 8).  H200, stop 38 (bench/rule_ab.py, 7
-alternating rounds, auto plans A/B on the same normal-data operands, cases from bench/rule_cases.py, all
-four layouts; 1.5-1.6% of random step-8 16-bit shapes move): seed 380 **16 of 16 faster, +12.2%** (bf16 TT
-2400x856x432 +27%, fp16 NT 4568x1008x320 +19%), seed 381 **15 of 16, +10.5%** (fp16 NT 2464x984x880 +23%;
-bf16 NT 1896x1088x344 -4.4%).  Not at K 1024-2048 (seed 382: 8 of 16, +0.1%, losses to -16% at bf16 TT
-984x2568x1864 and bf16 NN 5096x784x2032)."""
-MISALIGNED_SHORT_K_TALL_KINDS = (FP16, BF16, E4M3, E5M2)
-"""Input kinds for MISALIGNED_SHORT_K_TALL_MAX_K (tf32 not measured: its misaligned K is 4 mod 8).  fp8 since
-stop 40: e4m3 TN (bench/rule_ab.py, auto plans A/B, rule_cases draws of the e4m3 shapes the change moves, 0.3%
-of random step-8 e4m3 shapes, 3-8 k-blocks of 128): stop 38 seeds 383 / 384 (7 rounds x 10) 15 of 16 +5.9% /
-11 of 16 +1.8%; stop 40 seeds 385 / 386 (11 rounds x 40) **12 of 16 +5.4% / 11 of 16 +2.2%** - 49 of 64
-faster, the wins up to +20% (2328x904x688) from K ~ 400, the losses at most -4.7% and on 5-12 us kernels
-whose rounds spread +-15%.  e5m2 (and mixed e4m3 x e5m2) runs the same kernels with the same bytes and rate:
-taken along unmeasured."""
+MISALIGNED_SHORT_K_TALL_K_BLOCKS = {FP16: 16, BF16: 16, E4M3: 8, E5M2: 8}
+"""plan_config: below this many k-blocks of K (per input kind; a kind not here: never) the misaligned-pitch
+rule (:func:`misaligned_pitch_config`) yields to the plan the other rules make where that plan is 192x128
+tiles.  At short K a 128x256 pair runs few k-blocks per tile and its large epilogue is exposed; the 192x128
+plan (choose_tall's, for problems with few 128x128 tiles) has more tiles for the SMs and a smaller epilogue,
+and the misaligned pitch's extra L2 traffic (the rule's premise) matters less with so little mainloop.
+Found in the stored oracle rows (stop 38: with the rule off below K = 768 the 128x128 ping-pong fallbacks
+lost on most rows, the 192x128 ones won 7 of 8).  H200 (bench/rule_ab.py, auto plans A/B on the same
+normal-data operands in alternating rounds, cases from bench/rule_cases.py):
+- fp16 / bf16, K < 1024 (stop 38, all four layouts, 7 rounds; 1.5-1.6% of random step-8 16-bit shapes
+  move): seed 380 **16 of 16 faster, +12.2%** (bf16 TT 2400x856x432 +27%, fp16 NT 4568x1008x320 +19%), seed
+  381 **15 of 16, +10.5%** (fp16 NT 2464x984x880 +23%; bf16 NT 1896x1088x344 -4.4%).  Not at K 1024-2048
+  (seed 382: 8 of 16, +0.1%, losses to -16% at bf16 TT 984x2568x1864 and bf16 NN 5096x784x2032).
+- e4m3, K < 1024 (TN; 0.3% of random step-8 e4m3 shapes move): stop 38 seeds 383 / 384 (7 rounds x 10) 15 of
+  16 +5.9% / 11 of 16 +1.8%; stop 40 seeds 385 / 386 (11 rounds x 40) **12 of 16 +5.4% / 11 of 16 +2.2%** -
+  49 of 64 faster, the wins up to +20% (2328x904x688) from K ~ 400, the losses at most -4.7% and on 5-12 us
+  kernels whose rounds spread +-15%.  e5m2 (and mixed e4m3 x e5m2) runs the same kernels with the same
+  bytes and rate: taken along unmeasured.
+tf32 is not here (unmeasured; its misaligned K is 4 mod 8)."""
 
 
 def misaligned_short_k_tall(k: int, kinds: tuple[int, int]) -> bool:
     """Whether a misaligned-pitch problem first asks for the plan without the rule (its 192x128 plan wins,
-    MISALIGNED_SHORT_K_TALL_MAX_K)."""
-    return (k < MISALIGNED_SHORT_K_TALL_MAX_K and kinds[0] in MISALIGNED_SHORT_K_TALL_KINDS
-            and kinds[1] in MISALIGNED_SHORT_K_TALL_KINDS)
+    MISALIGNED_SHORT_K_TALL_K_BLOCKS: both kinds listed, K under the fewer of their k-block ceilings)."""
+    if kinds[0] not in MISALIGNED_SHORT_K_TALL_K_BLOCKS or kinds[1] not in MISALIGNED_SHORT_K_TALL_K_BLOCKS:
+        return False
+    blocks = min(MISALIGNED_SHORT_K_TALL_K_BLOCKS[kinds[0]], MISALIGNED_SHORT_K_TALL_K_BLOCKS[kinds[1]])
+    return k < blocks * block_k_of(kinds[0])
 
 
 MISALIGNED_TALL_RATIO = 0.9
@@ -1191,7 +1191,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     where choose_cluster gave none, before the tile rules - or 192x192 tiles where
     :func:`misaligned_tall_fits` (its own ratio with an MN-major operand), or 128x192 pairs where
     :func:`misaligned_width_192_fits`, then pairs of a width between the multiples of 64 where
-    :func:`misaligned_narrow_width`; but first, 16-bit at short K (:func:`misaligned_short_k_tall`), the
+    :func:`misaligned_narrow_width`; but first, at short K (:func:`misaligned_short_k_tall`), the
     plan without that rule where it is 192x128.  ``misaligned_rule=False`` plans as if no pitch were
     misaligned (that fallback's own call)."""
     if block_m is not None and block_m != BLOCK_M:

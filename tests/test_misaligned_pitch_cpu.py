@@ -21,10 +21,13 @@ from test_lowp_host import BF16, E4M3, StubArray, build, stub_planning, tn
 def _wide_pairs(monkeypatch):
     """These tests judge the rule's 128x256 / 192x192 / 128x192 branches: the narrow-width pairs that
     replace some of them (misaligned_narrow_width, stop 34) are off here and tested in
-    test_misaligned_narrow_cpu.py; so is the short-K yield to 192x128 plans (MISALIGNED_SHORT_K_TALL_MAX_K,
+    test_misaligned_narrow_cpu.py; so is the short-K yield to 192x128 plans (MISALIGNED_SHORT_K_TALL_K_BLOCKS,
     stop 38), tested at the end of this file."""
     monkeypatch.setattr(gc, "MISALIGNED_NARROW_RATIO", 0.0)
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 0)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {})
+
+
+SHORT_K_BLOCKS = dict(gc.MISALIGNED_SHORT_K_TALL_K_BLOCKS)     # the shipped ceilings (the fixture clears them)
 
 
 def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, **kw):
@@ -256,9 +259,10 @@ SHORT_K_TALL_ROWS = [
 
 @pytest.mark.parametrize("kind,layout,shape", SHORT_K_TALL_ROWS, ids=str)
 def test_short_k_yields_to_192x128(kind, layout, shape, monkeypatch):
-    """MISALIGNED_SHORT_K_TALL_MAX_K (1024, stop 38): below it, a 16-bit misaligned-pitch problem whose plan
-    without the rule is 192x128 runs that plan; 0 gives back the rule's 128x256 pair."""
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    """MISALIGNED_SHORT_K_TALL_K_BLOCKS (16 for 16-bit inputs, stop 38): below K = 1024, a 16-bit
+    misaligned-pitch problem whose plan without the rule is 192x128 runs that plan; without the ceilings the
+    rule's 128x256 pair comes back."""
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", SHORT_K_BLOCKS)
     m, n, k = shape
     km = gc.LAYOUTS[layout]
     assert gc.misaligned_pitch_config(m, n, 1, 132, kinds=(kind, kind), swap=False, block=False,
@@ -268,7 +272,7 @@ def test_short_k_yields_to_192x128(kind, layout, shape, monkeypatch):
     plain = gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=km, out_name="bfloat16", use_c=False,
                            c_rowmajor=True, bias_kind=0, activation=None, block=False, misaligned_rule=False)
     assert plain == cfg
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 0)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {})
     assert _is_rule(_plan(m, n, k, kind, kmajor=km))
 
 
@@ -280,7 +284,7 @@ def test_short_k_yields_to_192x128(kind, layout, shape, monkeypatch):
 def test_short_k_yield_stays_out(kind, layout, shape, monkeypatch):
     """Not at K >= 1024 (seed 382: 8 of 16, +0.1%) nor where the plan without the rule is not 192x128 (the
     stored oracle rows: 128x128 ping-pong fallbacks lost on most)."""
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", SHORT_K_BLOCKS)
     cfg = _plan(*shape, kind, kmajor=gc.LAYOUTS[layout])
     assert (cfg.block_m, cfg.block_n) != (192, 128), cfg
 
@@ -289,7 +293,7 @@ def test_short_k_yield_takes_fp8_not_tf32(monkeypatch):
     """fp8 yields too since stop 40 (e4m3 measured: 49 of 64 faster over four draws; e5m2 and the mixed kinds
     run the same kernels); tf32 was not measured: its misaligned short-K problems keep the rule's plan,
     although the plan without the rule is 192x128 there too."""
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", SHORT_K_BLOCKS)
     m, n, km = 2400, 856, (True, True)
     for kinds, k in (((gc.TF32, gc.TF32), 428), ((gc.E4M3, gc.E4M3), 848), ((gc.E5M2, gc.E5M2), 848),
                      ((gc.E4M3, gc.E5M2), 848)):
@@ -305,7 +309,7 @@ def test_short_k_yield_takes_fp8_not_tf32(monkeypatch):
         else:
             assert gc.misaligned_short_k_tall(k, kinds)
             assert cfg == plain, cfg
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_KINDS", (gc.FP16, gc.BF16))     # stop 38's kinds
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {gc.FP16: 16, gc.BF16: 16})     # stop 38's kinds
     assert _is_rule(_plan(m, n, 848, gc.E4M3, kmajor=km))
 
 
@@ -313,9 +317,9 @@ def test_short_k_yield_takes_fp8_not_tf32(monkeypatch):
 @pytest.mark.parametrize("shape", [(2328, 904, 688), (2456, 2440, 496), (888, 2928, 688), (3520, 1240, 400)],
                          ids=str)
 def test_short_k_yield_e4m3_rows(shape, monkeypatch):
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_MAX_K", 1024)
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", SHORT_K_BLOCKS)
     m, n, k = shape
     cfg = _plan(m, n, k, gc.E4M3, kmajor=(True, True))
     assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg
-    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_KINDS", (gc.FP16, gc.BF16))
+    monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {gc.FP16: 16, gc.BF16: 16})
     assert _is_rule(_plan(m, n, k, gc.E4M3, kmajor=(True, True)))

@@ -177,7 +177,7 @@ def test_auto_misaligned_tall_fp8_and_tf32():
                                          ("e5m2", "e5m2", 888, 2928, 688), ("e4m3", "e5m2", 3520, 1240, 400)],
                          ids=str)
 def test_auto_misaligned_short_k_fp8_yields(fa, fb, m, n, k):
-    """MISALIGNED_SHORT_K_TALL_KINDS (fp8 since stop 40): a misaligned fp8 pitch at K < 1024 runs the
+    """MISALIGNED_SHORT_K_TALL_K_BLOCKS (fp8 since stop 40): a misaligned fp8 pitch at K < 1024 runs the
     192x128 plan the other rules make instead of the 128x256 pairs, right against float64 (per-tensor
     scales) and deterministic."""
     import cupy as cp

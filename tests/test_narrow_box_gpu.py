@@ -163,7 +163,7 @@ def test_auto_plans_of_stop_37(dt_name, layout, m, n, k, tile):
 
 
 @pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
-    ("bfloat16", "TT", 2400, 856, 432, (192, 128, (1, 1))),     # MISALIGNED_SHORT_K_TALL_MAX_K: misaligned
+    ("bfloat16", "TT", 2400, 856, 432, (192, 128, (1, 1))),     # MISALIGNED_SHORT_K_TALL_K_BLOCKS: misaligned
     ("float16", "NT", 4568, 1008, 320, (192, 128, (1, 1))),     # ... pitch, K < 1024, the plan without the
     ("float16", "NN", 424, 9840, 512, (192, 128, (1, 1))),      # ... rule 192x128: that plan
     ("bfloat16", "TN", 4216, 600, 296, (192, 128, (1, 1))),
