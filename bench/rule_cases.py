@@ -6,7 +6,7 @@
 
 No GPU: plans come from gemm_configs.plan_config (the function rawcoop.gemm plans with) on the H200's 132
 SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi], multiples of
-``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16), and a kind and a layout from the
+``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16; 4, for tf32 alone, K = 4 mod 8), and a kind and a layout from the
 lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
 the decomposition) differs between the rule's value A and value B are counted, grouped by
 transition, and ``--pick`` of them (sampled with ``--seed`` + 1, sorted by K) are printed as one
@@ -91,7 +91,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lo", type=int, default=256)
     ap.add_argument("--hi", type=int, default=16384)
-    ap.add_argument("--step", type=int, default=64, help="M, N, K are multiples of this (8: misaligned pitches too)")
+    ap.add_argument("--step", type=int, default=64,
+                    help="M, N, K are multiples of this (8: misaligned 16-bit/fp8 pitches too; 4, tf32 only: "
+                         "misaligned tf32 pitches)")
     args = ap.parse_args(argv)
     try:
         rules = [rule_ab.parse_rule(r) for r in args.rule]
@@ -104,9 +106,9 @@ def main(argv=None) -> int:
             if x not in gc.LAYOUTS:
                 raise ValueError(f"--layouts: {x!r} is not one of {', '.join(gc.LAYOUTS)}")
         if (not kinds or not layouts or args.draws < 1 or args.pick < 0 or not 64 <= args.lo <= args.hi
-                or args.step not in (8, 16, 32, 64)):
+                or args.step not in (8, 16, 32, 64) and not (args.step == 4 and kinds == ["tf32"])):
             raise ValueError("need kinds, layouts, --draws >= 1, --pick >= 0, 64 <= --lo <= --hi "
-                             "and --step 8, 16, 32 or 64")
+                             "and --step 8, 16, 32 or 64 (4: tf32 alone, whose misaligned K is 4 mod 8)")
     except ValueError as e:
         print(f"rule_cases.py: {e}", file=sys.stderr)
         return 2

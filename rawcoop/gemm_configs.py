@@ -967,8 +967,9 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
     return misaligned_pitch(pitches[0]) or misaligned_pitch(pitches[1])
 
 
-MISALIGNED_SHORT_K_TALL_K_BLOCKS = {FP16: 16, BF16: 16, E4M3: 16, E5M2: 16}
-"""plan_config: below this many k-blocks of K (per input kind; a kind not here: never) the misaligned-pitch
+MISALIGNED_SHORT_K_TALL_K_BLOCKS = {FP16: 16, BF16: 16, TF32: 16, E4M3: 16, E5M2: 16}
+"""plan_config: below this many k-blocks of K (per input kind; a kind not here: never; 16 for all of them:
+K < 1024 for 16-bit, < 512 for tf32, < 2048 for fp8 inputs) the misaligned-pitch
 rule (:func:`misaligned_pitch_config`) yields to the plan the other rules make where that plan is 192x128
 tiles.  At short K a 128x256 pair runs few k-blocks per tile and its large epilogue is exposed; the 192x128
 plan (choose_tall's, for problems with few 128x128 tiles) has more tiles for the SMs and a smaller epilogue,
@@ -990,7 +991,10 @@ normal-data operands in alternating rounds, cases from bench/rule_cases.py):
   +11%, 2880x888x1744 +10.5%; 432x5008x1680 -6.9%), seed 388 **12 of 16, +3.6%** (768x3032x1904 +16.8%;
   584x7912x1616 -12.1%).  16 -> 32 (K 2048-4095, seed 389): **2 of 16, -3.3%** (416x4800x3312 -13.5%) - the
   same 16 k-blocks bound the gain for both widths of element: a short mainloop per tile, not K itself.
-tf32 is not here (unmeasured; its misaligned K is 4 mod 8)."""
+- tf32, K < 512 (16 k-blocks of 32; its misaligned pitch is K = 4 mod 8, drawn by rule_cases --step 4; a
+  tf32 k-block costs the tensor core what a 16-bit one does): stop 40 call 6, seeds 390 / 391 (11 rounds x
+  40): **13 of 16 faster, +6.0% / 15 of 16, +9.3%** (956x2204x276 +23%, 1292x1608x404 +20%; worst
+  5780x968x404 -5.1%)."""
 
 
 def misaligned_short_k_tall(k: int, kinds: tuple[int, int]) -> bool:

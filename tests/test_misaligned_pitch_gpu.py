@@ -193,3 +193,20 @@ def test_auto_misaligned_short_k_fp8_yields(fa, fb, m, n, k):
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg.spec.label
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
+
+
+@pytest.mark.parametrize("m,n,k", [(2964, 1632, 404), (3280, 796, 420), (940, 2324, 436)], ids=str)
+def test_auto_misaligned_short_k_tf32_yields(m, n, k):
+    """MISALIGNED_SHORT_K_TALL_K_BLOCKS for tf32 (16 k-blocks of 32: K < 512; K = 4 mod 8 is tf32's misaligned
+    pitch): the 192x128 plan, right against float64 and deterministic."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    a = gpu_helpers.rand(cp, (m, k), cp.float32, 83)
+    b = gpu_helpers.rand(cp, (n, k), cp.float32, 84).T
+    cfg = _plan_for(a, b, precision="tf32").cfg
+    if device.info(0).sm_count == 132:
+        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg.spec.label
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)

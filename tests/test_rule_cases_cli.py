@@ -43,7 +43,8 @@ def test_cli_prints_cases_and_refuses_bad_arguments():
     lines = r.stdout.strip().splitlines()
     assert "draws change plan" in lines[0]
     assert len(lines[-1].split(",")) == 3 and all(c.count(":") == 2 for c in lines[-1].split(","))
-    for bad in (["--kinds", "int8"], ["--layouts", "XY"], ["--step", "12"], ["--lo", "32"]):
+    for bad in (["--kinds", "int8"], ["--layouts", "XY"], ["--step", "12"], ["--lo", "32"],
+                ["--step", "4"], ["--step", "4", "--kinds", "tf32,bf16"]):     # step 4: tf32 alone
         r = _run("bench/rule_cases.py", "--rule", "gemm_configs.WIDTH_192_RATIO=0.0/1.0", *bad)
         assert r.returncode == 2 and "rule_cases.py:" in r.stderr, bad
     r = _run("bench/rule_cases.py", "--rule", "gemm_configs.NO_SUCH=1/2")
@@ -79,3 +80,18 @@ def test_oracle_without_a_gpu_says_so_in_one_line():
         pass
     r = _run("bench/oracle.py", "--shapes", "256x256x256")
     assert r.returncode == 1 and r.stderr.startswith("oracle: no usable GPU") and "Traceback" not in r.stderr
+
+
+def test_step_4_draws_misaligned_tf32_pitches():
+    """--step 4 (tf32 alone): K = 4 mod 8 makes tf32's K-major rows 16 mod 32 bytes, the misaligned pitch; the
+    short-K yield for tf32 (not in MISALIGNED_SHORT_K_TALL_K_BLOCKS) moves such draws from the rule's pairs."""
+    r = _run("bench/rule_cases.py", "--rule",
+             "gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS={0:16,1:16,3:16,4:16}/{0:16,1:16,2:16,3:16,4:16}",
+             "--kinds", "tf32", "--layouts", "TN", "--step", "4", "--draws", "4000", "--pick", "4", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    cases = r.stdout.strip().splitlines()[-1].split(",")
+    assert len(cases) == 4, r.stdout
+    for c in cases:
+        kind, layout, shape = c.split(":")
+        k = int(shape.split("x")[2])
+        assert (kind, layout) == ("tf32", "TN") and k % 8 == 4 and k < 16 * 32, c
