@@ -6,8 +6,8 @@
 
 No GPU: plans come from gemm_configs.plan_config (the function rawcoop.gemm plans with) on the H200's 132
 SMs, contiguous operands, no epilogue.  Each draw takes M, N, K log-uniform in [lo, hi], multiples of
-``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16; 4, for tf32 alone, K = 4 mod 8), and a kind and a layout from the
-lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
+``--step`` (default 64; 8 draws misaligned pitches too, K = 8 mod 16; 4, for tf32 alone, K = 4 mod 8), and
+a kind and a layout from the lists; the draws whose plan (tile, ping-pong, stream-K, cluster, swap-AB, and
 the decomposition) differs between the rule's value A and value B are counted, grouped by
 transition, and ``--pick`` of them (sampled with ``--seed`` + 1, sorted by K) are printed as one
 ``--cases`` list for rule_ab.  A sample drawn here is out of sample for the rule only if the rule was not

@@ -21,14 +21,15 @@ def _expect_rule(a, b, plan="wide", **kw):
     """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, "wide192",
     its 128x192 pairs where 192-wide columns pad N less from K = 2048 (gemm_configs.misaligned_width_192_fits,
     stop 33), "pairW", its 128xW pairs of a width between the multiples of 64
-    (gemm_configs.misaligned_narrow_width, stop 34), or "tall", 192x192 tiles without a cluster where they
-    fill the rounds better (gemm_configs.misaligned_tall_fits)."""
+    (gemm_configs.misaligned_narrow_width, stop 34), "tall", 192x192 tiles without a cluster where they
+    fill the rounds better (gemm_configs.misaligned_tall_fits), or "short", the 192x128 plan the rule yields
+    to at short K (gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
-        tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1))}.get(
-            plan) or (128, int(plan[len("pair"):]), (2, 1))
+        tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1)),
+                "short": (192, 128, (1, 1))}.get(plan) or (128, int(plan[len("pair"):]), (2, 1))
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
@@ -184,13 +185,9 @@ def test_auto_misaligned_short_k_fp8_yields(fa, fb, m, n, k):
     scales) and deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
     from test_fp8_tf32_gpu import _fp8_pair
     a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, m + k)
-    cfg = _plan_for(a, b, scale_a=0.5, scale_b=2.0).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg.spec.label
+    _expect_rule(a, b, "short", scale_a=0.5, scale_b=2.0)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
 
@@ -201,12 +198,8 @@ def test_auto_misaligned_short_k_tf32_yields(m, n, k):
     pitch): the 192x128 plan, right against float64 and deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
     a = gpu_helpers.rand(cp, (m, k), cp.float32, 83)
     b = gpu_helpers.rand(cp, (n, k), cp.float32, 84).T
-    cfg = _plan_for(a, b, precision="tf32").cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg.spec.label
+    _expect_rule(a, b, "short", precision="tf32")
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)

@@ -84,7 +84,8 @@ def test_oracle_without_a_gpu_says_so_in_one_line():
 
 def test_step_4_draws_misaligned_tf32_pitches():
     """--step 4 (tf32 alone): K = 4 mod 8 makes tf32's K-major rows 16 mod 32 bytes, the misaligned pitch; the
-    short-K yield for tf32 (not in MISALIGNED_SHORT_K_TALL_K_BLOCKS) moves such draws from the rule's pairs."""
+    short-K yield for tf32 (side B adds tf32 to MISALIGNED_SHORT_K_TALL_K_BLOCKS, side A leaves it out: stop
+    40's A/B) moves such draws from the rule's pairs."""
     r = _run("bench/rule_cases.py", "--rule",
              "gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS={0:16,1:16,3:16,4:16}/{0:16,1:16,2:16,3:16,4:16}",
              "--kinds", "tf32", "--layouts", "TN", "--step", "4", "--draws", "4000", "--pick", "4", "--seed", "3")
