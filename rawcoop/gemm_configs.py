@@ -281,7 +281,7 @@ def all_configs() -> list[GemmConfig]:
     type, with the plain epilogue, for the tiles the heuristic picks (128x128
     ping-pong and cooperative, 128x256, both cooperative ones with stream-K
     too (choose_stream_k), 128x128 with 1x2 and 2x1 clusters (choose_cluster),
-    128x256 with 2x1 clusters (misaligned_pitch_config),
+    128x256 with 2x1 and 1x2 clusters (misaligned_pitch_config, misaligned_pair_1x2),
     128x64 for 64 < M <= 128) and the swap-AB small-M tile (128x64, D
     column-major), with 1x2 clusters too (one_row_pair_fits), 192x192 /
     192x128 tiles (choose_tall), and 128x256 / 128x128 swap-AB tiles for
@@ -308,6 +308,7 @@ def all_configs() -> list[GemmConfig]:
                 out.append(GemmConfig(128, bf, ak, bk, cluster_n=2))
                 out.append(GemmConfig(128, bf, ak, bk, cluster_m=2))
                 out.append(GemmConfig(256, bf, ak, bk, cluster_m=2))    # misaligned pitches (misaligned_pitch_config)
+                out.append(GemmConfig(256, bf, ak, bk, cluster_n=2))    # ... their 1x2 pairs (misaligned_pair_1x2)
                 out.append(GemmConfig(64, bf, ak, bk, d_colmajor=True))
                 out.append(GemmConfig(64, bf, ak, bk))
             # the paired one-row arrangement (one_row_pair_fits): swap-AB, so the kernel's A is the
@@ -391,8 +392,8 @@ def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
-    fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 clusters
-    (misaligned_pitch_config), 192x192 and 192x128, the 128x256 and
+    fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 and 1x2 clusters
+    (misaligned_pitch_config, misaligned_pair_1x2), 192x192 and 192x128, the 128x256 and
     128x128 swap-AB tiles of swap_waves_limit, the latter cooperative and
     ping-pong: fp8's one-wave band, stop 26) with the default output (fp32 for
     tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
@@ -406,6 +407,7 @@ def lowp_configs() -> list[GemmConfig]:
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(256, ka, b_kind=kb, cluster_m=2))      # misaligned pitches (misaligned_pitch_config)
+        out.append(GemmConfig(256, ka, b_kind=kb, cluster_n=2))      # ... their 1x2 pairs (misaligned_pair_1x2)
         out.append(GemmConfig(128, ka, d_colmajor=True, b_kind=kb))       # swap-AB for waves
         out.append(GemmConfig(128, ka, d_colmajor=True, pingpong=True, b_kind=kb))   # ... and its ping-pong
         out.append(GemmConfig(256, ka, d_colmajor=True, b_kind=kb))
@@ -1142,13 +1144,38 @@ def pair_schedule_cost(m: int, n: int, k: int, sm_count: int, block_n: int, bloc
     return pair_rounds(m, n, k, sm_count, block_n, block_k) * (2 * BLOCK_M + block_n)
 
 
-def pair_rounds(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int = BLOCK_K) -> float:
+def pair_rounds(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: int = BLOCK_K,
+                cluster: tuple[int, int] = (2, 1)) -> float:
     """Rounds of 2x1 pairs of 128x``block_n`` tiles (the tile rows rounded up to an even count, as the
-    cluster kernel's scheduler walks them) on ``sm_count // 2`` cluster slots, with the split-tail term
+    cluster kernel's scheduler walks them; ``cluster`` (1, 2): pairs of horizontally adjacent tiles, the
+    tile columns rounded up) on ``sm_count // 2`` cluster slots, with the split-tail term
     (:func:`split_rounds`): pair_schedule_cost's and MISALIGNED_TALL_PAIRED's schedule of the pairs."""
     from .scheduler import cdiv
-    units = cdiv(cdiv(m, BLOCK_M), 2) * cdiv(n, block_n)
+    cm, cn = cluster
+    units = cdiv(cdiv(m, BLOCK_M), cm) * cdiv(cdiv(n, block_n), cn)
     return split_rounds(units, cdiv(k, block_k), sm_count // 2, SPLIT_TAIL_OVERHEAD)
+
+
+MISALIGNED_PAIR_1X2_RATIO = 0.9
+"""plan_config: the misaligned-pitch rule's 128x256 pairs (:func:`misaligned_pitch_config`, where its width
+choices keep 256) run as 1x2 clusters (horizontally adjacent tiles sharing A by multicast) instead of 2x1
+where their schedule (:func:`pair_rounds`) is at most this share of the 2x1 pairs' (0: never).  2x1 pairs share
+B, the larger tile operand, so they ask L2 for fewer lines per FLOP (2 x 128 + W per pair and k-block
+against 128 + 2 x W), the rule's premise; but an odd tile-row count leaves half-empty pairs in the last
+pair row, and where that pushes the pairs past the cluster slots the 1x2 ones finish a round earlier.
+Found in the stored oracle rows (bench/NOTES.md stop 41): of 121 rows whose plan is 2x1 pairs with the
+same width timed in 1x2 clusters, the 8 with this ratio <= 0.9 (all 128x256) ran 1x2 faster, all 8 (+2% to
++13%, geomean +8.3%; bf16 NN 6016x3568x1704 +11%, fp16 NN 3352x11056x432 +11%, bf16 TT 6200x840x8200 +9%),
+the others mostly slower (1x2 over 2x1 geomean 0.87 with both tile counts odd and no fewer rounds)."""
+
+
+def misaligned_pair_1x2(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:
+    """Whether the misaligned-pitch rule's 2x1 pairs ``pair`` run as 1x2 pairs instead (see
+    MISALIGNED_PAIR_1X2_RATIO): the same 128x256 tile, its 1x2 schedule at most that share of the 2x1 one's."""
+    if MISALIGNED_PAIR_1X2_RATIO <= 0 or pair.cluster != (2, 1) or pair.block_n != 256:
+        return False
+    rounds = [pair_rounds(m, n, k, sm_count, pair.block_n, pair.block_k, c) for c in ((2, 1), (1, 2))]
+    return rounds[1] <= MISALIGNED_PAIR_1X2_RATIO * rounds[0]
 
 
 def misaligned_narrow_width(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> int | None:
@@ -1200,7 +1227,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
     where choose_cluster gave none, before the tile rules - or 192x192 tiles where
     :func:`misaligned_tall_fits` (its own ratio with an MN-major operand), or 128x192 pairs where
     :func:`misaligned_width_192_fits`, then pairs of a width between the multiples of 64 where
-    :func:`misaligned_narrow_width`; but first, at short K (:func:`misaligned_short_k_tall`), the
+    :func:`misaligned_narrow_width`, and 128x256 pairs in 1x2 clusters instead where
+    :func:`misaligned_pair_1x2`; but first, at short K (:func:`misaligned_short_k_tall`), the
     plan without that rule where it is 192x128.  ``misaligned_rule=False`` plans as if no pitch were
     misaligned (that fallback's own call)."""
     if block_m is not None and block_m != BLOCK_M:
@@ -1274,7 +1302,10 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
             wide = with_tile(wide, 192)
         narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)
-        return with_tile(wide, narrow_n) if narrow_n else wide       # (as many stages as the width fits)
+        pair = with_tile(wide, narrow_n) if narrow_n else wide       # (as many stages as the width fits)
+        if misaligned_pair_1x2(pair, m, n, k, sm_count):
+            pair = replace(pair, cluster_m=1, cluster_n=2)             # the same tile, A shared instead of B
+        return pair
     if streamk and (splits is not None or (cluster_m, cluster_n) != (1, 1) or (pingpong and block)):
         raise ValueError("_streamk=True: stream-K kernels are without clusters, take no _splits and are not "
                          f"ping-pong block-scaled (got _splits={splits!r}, _cluster={cluster!r}, "

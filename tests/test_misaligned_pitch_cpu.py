@@ -10,6 +10,8 @@ pitch is the array's real stride (a padded view decides, not K), and where the
 rule stays out: forced options, block-scaled fp8, swap-AB, batches, one tile
 row, the long-K cluster rule's problems.
 """
+from dataclasses import replace
+
 import pytest
 
 from rawcoop import gemm_configs as gc
@@ -22,12 +24,15 @@ def _wide_pairs(monkeypatch):
     """These tests judge the rule's 128x256 / 192x192 / 128x192 branches: the narrow-width pairs that
     replace some of them (misaligned_narrow_width, stop 34) are off here and tested in
     test_misaligned_narrow_cpu.py; so is the short-K yield to 192x128 plans (MISALIGNED_SHORT_K_TALL_K_BLOCKS,
-    stop 38), tested at the end of this file."""
+    stop 38), tested at the end of this file, and the 1x2 orientation of the pairs (MISALIGNED_PAIR_1X2_RATIO,
+    stop 41), tested at the end too."""
     monkeypatch.setattr(gc, "MISALIGNED_NARROW_RATIO", 0.0)
     monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {})
+    monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", 0.0)
 
 
 SHORT_K_BLOCKS = dict(gc.MISALIGNED_SHORT_K_TALL_K_BLOCKS)     # the shipped ceilings (the fixture clears them)
+PAIR_1X2_RATIO = gc.MISALIGNED_PAIR_1X2_RATIO                  # likewise
 
 
 def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, **kw):
@@ -324,3 +329,80 @@ def test_short_k_yield_e4m3_rows(shape, monkeypatch):
     assert (cfg.block_m, cfg.block_n, cfg.cluster) == (192, 128, (1, 1)) and not cfg.d_colmajor, cfg
     monkeypatch.setattr(gc, "MISALIGNED_SHORT_K_TALL_K_BLOCKS", {gc.FP16: 16, gc.BF16: 16})
     assert _is_rule(_plan(m, n, k, gc.E4M3, kmajor=(True, True)))
+
+
+# --- the pairs' orientation (MISALIGNED_PAIR_1X2_RATIO, stop 41) ---------------------------------------------
+
+def _is_rule_1x2(cfg):
+    return (cfg.block_n == 256 and cfg.cluster == (1, 2) and cfg.block_m == 128 and not cfg.pingpong
+            and not cfg.stream_k and not cfg.d_colmajor)
+
+
+def test_pair_rounds_of_either_orientation():
+    # 5 tile rows x 24 columns of 128x256: 2x1 pairs 3 x 24 = 72 (one pair row half empty) on 66 slots,
+    # 1x2 pairs 5 x 12 = 60, one round
+    m, n, k = 616, 24 * 256, 4096
+    assert gc.pair_rounds(m, n, k, 132, 256) > 1
+    assert gc.pair_rounds(m, n, k, 132, 256, cluster=(1, 2)) == pytest.approx(1.0)
+    assert gc.pair_rounds(m, n, k, 132, 256, cluster=(2, 1)) == gc.pair_rounds(m, n, k, 132, 256)
+    # an even tile-row count and an odd tile-column count: the other way round
+    assert gc.pair_rounds(4 * 128, 33 * 256, k, 132, 256) == pytest.approx(1.0)
+    assert gc.pair_rounds(4 * 128, 33 * 256, k, 132, 256, cluster=(1, 2)) > 1
+
+
+# The stored oracle rows the rule was fitted on (in sample: all 8 rows with the ratio <= 0.9 ran 1x2 faster,
+# bench/NOTES.md stop 41), the plans of the full rule set
+PAIR_1X2_ROWS = [(gc.FP16, "NT", (2368, 10024, 504)), (gc.FP16, "TT", (1624, 7496, 8640)),
+                 (gc.BF16, "TT", (6200, 840, 8200)), (gc.BF16, "NN", (6016, 3568, 1704)),
+                 (gc.FP16, "NN", (3352, 11056, 432)), (gc.BF16, "NT", (2904, 10232, 432)),
+                 (gc.BF16, "NN", (1368, 5848, 9520)), (gc.FP16, "TN", (1896, 10768, 712))]
+
+
+@pytest.mark.parametrize("kind,layout,shape", PAIR_1X2_ROWS, ids=str)
+def test_pairs_run_1x2_where_that_takes_fewer_rounds(kind, layout, shape, monkeypatch):
+    m, n, k = shape
+    monkeypatch.undo()                         # the shipped rules (the fixture's switches), narrow widths included
+    assert gc.MISALIGNED_PAIR_1X2_RATIO == PAIR_1X2_RATIO
+    cfg = _plan(m, n, k, kind, kmajor=gc.LAYOUTS[layout])
+    assert _is_rule_1x2(cfg), cfg
+    assert gc.misaligned_pair_1x2(replace(cfg, cluster_m=2, cluster_n=1), m, n, k, 132)
+    monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", 0.0)          # off: the 2x1 pairs of the same tile
+    off = _plan(m, n, k, kind, kmajor=gc.LAYOUTS[layout])
+    assert _is_rule(off) and off.cluster == (2, 1)
+
+
+@pytest.mark.parametrize("kind,layout,shape", [
+    (gc.BF16, "TN", (5416, 6280, 1400)),      # 43 x 25 tiles: both counts odd, 550 vs 559 pairs
+    (gc.BF16, "NN", (3000, 7272, 824)),       # 24 tile rows: whole 2x1 pairs
+    (gc.FP16, "TT", (1000, 11256, 1744)),     # 8 tile rows
+    (gc.BF16, "TN", (4360, 512, 5016))], ids=str)
+def test_pairs_stay_2x1_without_fewer_rounds(kind, layout, shape, monkeypatch):
+    monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", PAIR_1X2_RATIO)
+    m, n, k = shape
+    cfg = _plan(m, n, k, kind, kmajor=gc.LAYOUTS[layout])
+    assert _is_rule(cfg), cfg
+
+
+def test_1x2_pairs_only_from_256_wide_2x1_pairs(monkeypatch):
+    monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", PAIR_1X2_RATIO)
+    m, n, k = 616, 24 * 256, 4096
+    pair = gc.GemmConfig(256, True, True, True, cluster_m=2)
+    assert gc.misaligned_pair_1x2(pair, m, n, k, 132)
+    assert not gc.misaligned_pair_1x2(gc.GemmConfig(256, True, True, True), m, n, k, 132)        # no cluster
+    assert not gc.misaligned_pair_1x2(gc.GemmConfig(192, True, True, True, cluster_m=2), m, 24 * 192, k, 132)
+    assert not gc.misaligned_pair_1x2(gc.GemmConfig(256, True, True, True, cluster_n=2), m, n, k, 132)
+    monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", 0.0)
+    assert not gc.misaligned_pair_1x2(pair, m, n, k, 132)
+
+
+def test_warmup_compiles_the_1x2_pairs():
+    """Warm-up holds the 1x2 pair kernels as it holds the 2x1 ones: every 16-bit layout by default
+    (all_specs), every tf32 / fp8 kind pair with ``--all``."""
+    specs, everything = set(gc.all_specs()), set(gc.all_specs(everything=True))
+    for bf in (True, False):
+        for km in gc.LAYOUTS.values():
+            assert gc.GemmConfig(256, bf, *km, cluster_n=2).spec in specs
+            assert gc.GemmConfig(256, bf, *km, cluster_m=2).spec in specs
+    for ka, kb in gc.LOWP_KIND_PAIRS:
+        assert gc.GemmConfig(256, ka, b_kind=kb, cluster_n=2).spec in everything
+        assert gc.GemmConfig(256, ka, b_kind=kb, cluster_m=2).spec in everything

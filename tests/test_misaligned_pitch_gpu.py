@@ -6,8 +6,9 @@ when run again: 16-bit in all four layouts (ragged M and N, odd tile-row counts
 that leave a ghost half-pair), with C, alpha/beta, a bias and an activation,
 padded views whose pitch and not K decides, per-tensor fp8 and tf32; and where
 192x192 tiles fill the rounds better (gemm_configs.misaligned_tall_fits, stop 30), or pairs of a width
-between the multiples of 64 (gemm_configs.misaligned_narrow_width, stop 34),
-that plan, checked the same way."""
+between the multiples of 64 (gemm_configs.misaligned_narrow_width, stop 34), or 1x2 pairs where they
+take fewer rounds than 2x1 ones (gemm_configs.misaligned_pair_1x2, stop 41), that plan, checked the same
+way."""
 import pytest
 
 import gpu_helpers
@@ -22,14 +23,15 @@ def _expect_rule(a, b, plan="wide", **kw):
     its 128x192 pairs where 192-wide columns pad N less from K = 2048 (gemm_configs.misaligned_width_192_fits,
     stop 33), "pairW", its 128xW pairs of a width between the multiples of 64
     (gemm_configs.misaligned_narrow_width, stop 34), "tall", 192x192 tiles without a cluster where they
-    fill the rounds better (gemm_configs.misaligned_tall_fits), or "short", the 192x128 plan the rule yields
-    to at short K (gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS)."""
+    fill the rounds better (gemm_configs.misaligned_tall_fits), "short", the 192x128 plan the rule yields
+    to at short K (gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS), or "wide12", its 128x256 tiles in 1x2
+    clusters where those pairs take fewer rounds (gemm_configs.misaligned_pair_1x2, stop 41)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
         tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1)),
-                "short": (192, 128, (1, 1))}.get(plan) or (128, int(plan[len("pair"):]), (2, 1))
+                "short": (192, 128, (1, 1)), "wide12": (128, 256, (1, 2))}.get(plan) or (128, int(plan[len("pair"):]), (2, 1))
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
@@ -201,5 +203,55 @@ def test_auto_misaligned_short_k_tf32_yields(m, n, k):
     a = gpu_helpers.rand(cp, (m, k), cp.float32, 83)
     b = gpu_helpers.rand(cp, (n, k), cp.float32, 84).T
     _expect_rule(a, b, "short", precision="tf32")
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
+
+
+PAIRS_1X2 = [("bfloat16", "NT", 2904, 10232, 432), ("float16", "TN", 1896, 10768, 712),
+             ("bfloat16", "TT", 6200, 840, 8200),     # 98 pairs on 66 slots: the last 32 split-K in two
+             ("float16", "NN", 1368, 5848, 9520),     # 23 tile columns: the last pair's right tile is a ghost
+             ("float16", "TN", 344, 9368, 1240)]      # 3 tile rows: 2x1 pairs would leave a third empty
+
+
+@pytest.mark.parametrize("dt_name,layout,m,n,k", PAIRS_1X2, ids=str)
+def test_auto_misaligned_1x2_pairs(dt_name, layout, m, n, k):
+    """gemm_configs.misaligned_pair_1x2 (stop 41): where 1x2 pairs of 128x256 tiles (A shared) take fewer
+    rounds than 2x1 ones the plan runs them; right against float64, NaN-poisoned, bit-identical reruns."""
+    import cupy as cp
+    import rawcoop
+    dt = gpu_helpers.dtype(dt_name)
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 57)
+    _expect_rule(a, b, "wide12")
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
+    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+
+
+@pytest.mark.parametrize("c_order", ["C", "F"])
+def test_auto_misaligned_1x2_pairs_with_epilogue(c_order):
+    import cupy as cp
+    import rawcoop
+    m, n, k = 1896, 10768, 712
+    dt = gpu_helpers.dtype("bfloat16")
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 65)
+    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "gelu", 67)
+    _expect_rule(a, b, "wide12", **kw)
+    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
+    gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
+
+
+def test_auto_misaligned_1x2_pairs_fp8_and_tf32():
+    import cupy as cp
+    import rawcoop
+    from test_fp8_tf32_gpu import _fp8_pair
+    for m, n, k in ((264, 9480, 528), (520, 8768, 3568)):       # the second: 90 pairs, a split-K tail
+        a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", m + k)
+        _expect_rule(a, b, "wide12", scale_a=0.5, scale_b=2.0)
+        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5,
+                                  scale_b=2.0)
+        gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
+    m, n, k = 600, 12020, 388
+    a = gpu_helpers.rand(cp, (m, k), cp.float32, 101)
+    b = gpu_helpers.rand(cp, (n, k), cp.float32, 102).T
+    _expect_rule(a, b, "wide12", precision="tf32")
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
