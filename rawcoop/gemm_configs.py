@@ -392,8 +392,8 @@ def lowp_configs() -> list[GemmConfig]:
     """The tf32 and fp8 kernels ``warmup --all`` adds: for every (A, B) kind
     pair, TN only (K-major A and B), the plain-epilogue tiles the heuristic
     picks (128x128 ping-pong and cooperative, 128x256, 128x64 for 64 < M <= 128,
-    fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 and 1x2 clusters
-    (misaligned_pitch_config, misaligned_pair_1x2), 192x192 and 192x128, the 128x256 and
+    fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 clusters
+    (misaligned_pitch_config; fp8 with 1x2 ones too, misaligned_pair_1x2), 192x192 and 192x128, the 128x256 and
     128x128 swap-AB tiles of swap_waves_limit, the latter cooperative and
     ping-pong: fp8's one-wave band, stop 26) with the default output (fp32 for
     tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
@@ -407,7 +407,8 @@ def lowp_configs() -> list[GemmConfig]:
             out.append(GemmConfig(128, ka, b_kind=kb, cluster_m=2))
         out.append(GemmConfig(256, ka, b_kind=kb))
         out.append(GemmConfig(256, ka, b_kind=kb, cluster_m=2))      # misaligned pitches (misaligned_pitch_config)
-        out.append(GemmConfig(256, ka, b_kind=kb, cluster_n=2))      # ... their 1x2 pairs (misaligned_pair_1x2)
+        if is_fp8(ka):
+            out.append(GemmConfig(256, ka, b_kind=kb, cluster_n=2))  # ... their 1x2 pairs (misaligned_pair_1x2)
         out.append(GemmConfig(128, ka, d_colmajor=True, b_kind=kb))       # swap-AB for waves
         out.append(GemmConfig(128, ka, d_colmajor=True, pingpong=True, b_kind=kb))   # ... and its ping-pong
         out.append(GemmConfig(256, ka, d_colmajor=True, b_kind=kb))
@@ -1166,13 +1167,25 @@ pair row, and where that pushes the pairs past the cluster slots the 1x2 ones fi
 Found in the stored oracle rows (bench/NOTES.md stop 41): of 121 rows whose plan is 2x1 pairs with the
 same width timed in 1x2 clusters, the 8 with this ratio <= 0.9 (all 128x256) ran 1x2 faster, all 8 (+2% to
 +13%, geomean +8.3%; bf16 NN 6016x3568x1704 +11%, fp16 NN 3352x11056x432 +11%, bf16 TT 6200x840x8200 +9%),
-the others mostly slower (1x2 over 2x1 geomean 0.87 with both tile counts odd and no fewer rounds)."""
+the others mostly slower (1x2 over 2x1 geomean 0.87 with both tile counts odd and no fewer rounds).
+Out of sample (H200, stop 41 call 4: bench/rule_ab.py 0 -> 0.9, auto plans A/B in 9 alternating rounds x 30,
+cases from bench/rule_cases.py; 2.5% of random step-8 16-bit shapes move, 0.7% of e4m3, 2.0% of tf32):
+fp16 / bf16 in four layouts, seed 392 **13 of 15 faster, +10.9%**, seed 395 **14 of 16, +15.0%** (+40% to
++52% with three tile rows: bf16 NN 360x13088x10528, fp16 TT 304x8760x1096, bf16 TT 344x9368x1232; losses
+bf16 NT 1840x5464x1616 -5.3%, TT 9832x1304x2072 -6.1%, fp16 TN 632x16280x1096 -3.6%); e4m3 seed 393 **8 of
+12, +6.0%** (+22% to +26% with three tile rows; 4184x1264x10064 -24.8%, 776x15368x2128 -7.2%); tf32 seed 394
+5 of 8, +4.8% (724x7364x15356 -13.9%): under the two thirds the A/B's prediction asked of a kind not in the
+fitted rows, so tf32 keeps its 2x1 pairs (MISALIGNED_PAIR_1X2_KINDS).  The losses sit at ratios 0.83-0.9."""
+MISALIGNED_PAIR_1X2_KINDS = (FP16, BF16, E4M3, E5M2)
+"""... the input kinds it applies to (both a's and b's; e5m2 and mixed fp8 run e4m3's kernels and bytes)."""
 
 
 def misaligned_pair_1x2(pair: GemmConfig, m: int, n: int, k: int, sm_count: int) -> bool:
     """Whether the misaligned-pitch rule's 2x1 pairs ``pair`` run as 1x2 pairs instead (see
-    MISALIGNED_PAIR_1X2_RATIO): the same 128x256 tile, its 1x2 schedule at most that share of the 2x1 one's."""
-    if MISALIGNED_PAIR_1X2_RATIO <= 0 or pair.cluster != (2, 1) or pair.block_n != 256:
+    MISALIGNED_PAIR_1X2_RATIO): the same 128x256 tile of a kind in MISALIGNED_PAIR_1X2_KINDS, its 1x2
+    schedule at most that share of the 2x1 one's."""
+    if (MISALIGNED_PAIR_1X2_RATIO <= 0 or pair.cluster != (2, 1) or pair.block_n != 256
+            or pair.in_kind not in MISALIGNED_PAIR_1X2_KINDS or pair.b_kind not in MISALIGNED_PAIR_1X2_KINDS):
         return False
     rounds = [pair_rounds(m, n, k, sm_count, pair.block_n, pair.block_k, c) for c in ((2, 1), (1, 2))]
     return rounds[1] <= MISALIGNED_PAIR_1X2_RATIO * rounds[0]
