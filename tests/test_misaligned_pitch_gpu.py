@@ -31,7 +31,8 @@ def _expect_rule(a, b, plan="wide", **kw):
     cfg = _plan_for(a, b, **kw).cfg
     if device.info(0).sm_count == 132:
         tile = {"wide": (128, 256, (2, 1)), "wide192": (128, 192, (2, 1)), "tall": (192, 192, (1, 1)),
-                "short": (192, 128, (1, 1)), "wide12": (128, 256, (1, 2))}.get(plan) or (128, int(plan[len("pair"):]), (2, 1))
+                "short": (192, 128, (1, 1)), "wide12": (128, 256, (1, 2))}.get(plan)
+        tile = tile or (128, int(plan[len("pair"):]), (2, 1))
         assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
 
 
@@ -46,13 +47,19 @@ TALL_16BIT = [("float16", "TN", 552, 7768, 648), ("bfloat16", "NN", 544, 3552, 6
               ("bfloat16", "NN", 856, 4760, 1360),    # M <= MISALIGNED_NARROW_OVER_TALL_MIN_M keeps 192x192
               ("float16", "NN", 536, 8432, 3472), ("bfloat16", "TT", 576, 7208, 4016)]   # MISALIGNED_TALL_PAIRED
 
+PAIRS_1X2 = [("bfloat16", "NT", 2904, 10232, 432), ("float16", "TN", 1896, 10768, 712),
+             ("bfloat16", "TT", 6200, 840, 8200),     # 98 pairs on 66 slots: the last 32 split-K in two
+             ("float16", "NN", 1368, 5848, 9520),     # 23 tile columns: the last pair's right tile is a ghost
+             ("float16", "TN", 344, 9368, 1240)]      # 3 tile rows: 2x1 pairs would leave a third empty
+
 
 @pytest.mark.parametrize("plan,dt_name,layout,m,n,k,seed",
                          [("wide", dt, *s, 51) for dt in ("bfloat16", "float16") for s in WIDE_16BIT]
                          + [("wide192", dt, "TN", 4744, 568, 3288, 51) for dt in ("bfloat16", "float16")]
                          + [("wide192", "bfloat16", "NN", 2312, 1544, 4104, 53)]
                          + [(f"pair{w}", dt, *s, 55) for dt in ("bfloat16", "float16") for *s, w in PAIRS_16BIT]
-                         + [("tall", *s, 91) for s in TALL_16BIT], ids=str)
+                         + [("tall", *s, 91) for s in TALL_16BIT]
+                         + [("wide12", *s, 57) for s in PAIRS_1X2], ids=str)
 def test_auto_misaligned_16bit(plan, dt_name, layout, m, n, k, seed):
     import cupy as cp
     import rawcoop
@@ -85,14 +92,16 @@ def test_small_misaligned_problems_leave_the_pairs(dt_name, layout, m, n, k):
 
 
 @pytest.mark.parametrize("c_order", ["C", "F"])
-def test_auto_misaligned_with_epilogue(c_order):
+@pytest.mark.parametrize("plan,m,n,k,seed", [("wide192", 2312, 1544, 2472, 61),   # N = 1544: 1728 of 192-wide
+                                             ("wide12", 1896, 10768, 712, 65)],   # columns against 1792
+                         ids=str)
+def test_auto_misaligned_with_epilogue(c_order, plan, m, n, k, seed):
     import cupy as cp
     import rawcoop
-    m, n, k = 2312, 1544, 2472
     dt = gpu_helpers.dtype("bfloat16")
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 61)
-    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "gelu", 63)
-    _expect_rule(a, b, "wide192", **kw)          # N = 1544: 1728 of 192-wide columns against 1792
+    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", seed)
+    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "gelu", seed + 2)
+    _expect_rule(a, b, plan, **kw)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
     gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
 
@@ -159,21 +168,32 @@ def test_auto_misaligned_tall_with_epilogue():
     gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
 
 
-def test_auto_misaligned_tall_fp8_and_tf32():
+def _auto_fp8(m, n, k, plan, seed, fa="e4m3", fb="e4m3"):
+    """A per-tensor fp8 problem (scales 0.5, 2.0): the automatic plan is ``plan`` (_expect_rule), the bf16
+    output right against float64 of the dequantised inputs, NaN-poisoned, bit-identical when run again."""
     import cupy as cp
     import rawcoop
     from test_fp8_tf32_gpu import _fp8_pair
-    m, n, k = 2272, 1808, 1744
-    a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", 97)
-    _expect_rule(a, b, "tall", scale_a=0.5, scale_b=2.0)
+    a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, seed)
+    _expect_rule(a, b, plan, scale_a=0.5, scale_b=2.0)
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
     gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
-    m, n, k = 7536, 552, 2516
-    a = gpu_helpers.rand(cp, (m, k), cp.float32, 98)
-    b = gpu_helpers.rand(cp, (n, k), cp.float32, 99).T
-    _expect_rule(a, b, "tall", precision="tf32")
+
+
+def _auto_tf32(m, n, k, plan, seed):
+    """The same for precision="tf32" (fp32 out, K-major a and b, operands from seeds ``seed``, ``seed + 1``)."""
+    import cupy as cp
+    import rawcoop
+    a = gpu_helpers.rand(cp, (m, k), cp.float32, seed)
+    b = gpu_helpers.rand(cp, (n, k), cp.float32, seed + 1).T
+    _expect_rule(a, b, plan, precision="tf32")
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
+
+
+def test_auto_misaligned_tall_fp8_and_tf32():
+    _auto_fp8(2272, 1808, 1744, "tall", 97)
+    _auto_tf32(7536, 552, 2516, "tall", 98)
 
 
 @pytest.mark.parametrize("fa,fb,m,n,k", [("e4m3", "e4m3", 2328, 904, 688), ("e4m3", "e4m3", 2456, 2440, 496),
@@ -185,74 +205,18 @@ def test_auto_misaligned_short_k_fp8_yields(fa, fb, m, n, k):
     """MISALIGNED_SHORT_K_TALL_K_BLOCKS (fp8 since stop 40): a misaligned fp8 pitch at K < 2048 runs the
     192x128 plan the other rules make instead of the 128x256 pairs, right against float64 (per-tensor
     scales) and deterministic."""
-    import cupy as cp
-    import rawcoop
-    from test_fp8_tf32_gpu import _fp8_pair
-    a, b, a64, b64 = _fp8_pair(cp, m, n, k, fa, fb, m + k)
-    _expect_rule(a, b, "short", scale_a=0.5, scale_b=2.0)
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5, scale_b=2.0)
-    gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
+    _auto_fp8(m, n, k, "short", m + k, fa, fb)
 
 
 @pytest.mark.parametrize("m,n,k", [(2964, 1632, 404), (3280, 796, 420), (940, 2324, 436)], ids=str)
 def test_auto_misaligned_short_k_tf32_yields(m, n, k):
     """MISALIGNED_SHORT_K_TALL_K_BLOCKS for tf32 (16 k-blocks of 32: K < 512; K = 4 mod 8 is tf32's misaligned
     pitch): the 192x128 plan, right against float64 and deterministic."""
-    import cupy as cp
-    import rawcoop
-    a = gpu_helpers.rand(cp, (m, k), cp.float32, 83)
-    b = gpu_helpers.rand(cp, (n, k), cp.float32, 84).T
-    _expect_rule(a, b, "short", precision="tf32")
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
-
-
-PAIRS_1X2 = [("bfloat16", "NT", 2904, 10232, 432), ("float16", "TN", 1896, 10768, 712),
-             ("bfloat16", "TT", 6200, 840, 8200),     # 98 pairs on 66 slots: the last 32 split-K in two
-             ("float16", "NN", 1368, 5848, 9520),     # 23 tile columns: the last pair's right tile is a ghost
-             ("float16", "TN", 344, 9368, 1240)]      # 3 tile rows: 2x1 pairs would leave a third empty
-
-
-@pytest.mark.parametrize("dt_name,layout,m,n,k", PAIRS_1X2, ids=str)
-def test_auto_misaligned_1x2_pairs(dt_name, layout, m, n, k):
-    """gemm_configs.misaligned_pair_1x2 (stop 41): where 1x2 pairs of 128x256 tiles (A shared) take fewer
-    rounds than 2x1 ones the plan runs them; right against float64, NaN-poisoned, bit-identical reruns."""
-    import cupy as cp
-    import rawcoop
-    dt = gpu_helpers.dtype(dt_name)
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, layout, 57)
-    _expect_rule(a, b, "wide12")
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
-
-
-@pytest.mark.parametrize("c_order", ["C", "F"])
-def test_auto_misaligned_1x2_pairs_with_epilogue(c_order):
-    import cupy as cp
-    import rawcoop
-    m, n, k = 1896, 10768, 712
-    dt = gpu_helpers.dtype("bfloat16")
-    a, b = gpu_helpers.layout_operands(cp, m, n, k, dt, "TN", 65)
-    kw, ref = gpu_helpers.full_epilogue(cp, a, b, c_order, "gelu", 67)
-    _expect_rule(a, b, "wide12", **kw)
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    gpu_helpers.assert_rel_err(cp, d, ref, 1e-2)
+    _auto_tf32(m, n, k, "short", 83)
 
 
 def test_auto_misaligned_1x2_pairs_fp8_and_tf32():
     """e4m3 takes the 1x2 pairs; tf32 keeps the 2x1 ones there (MISALIGNED_PAIR_1X2_KINDS)."""
-    import cupy as cp
-    import rawcoop
-    from test_fp8_tf32_gpu import _fp8_pair
-    for m, n, k in ((264, 9480, 528), (520, 8768, 3568)):       # the second: 90 pairs, a split-K tail
-        a, b, a64, b64 = _fp8_pair(cp, m, n, k, "e4m3", "e4m3", m + k)
-        _expect_rule(a, b, "wide12", scale_a=0.5, scale_b=2.0)
-        d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), gpu_helpers.dtype("bfloat16"), scale_a=0.5,
-                                  scale_b=2.0)
-        gpu_helpers.assert_rel_err(cp, d, a64 @ b64, 6e-3)
-    m, n, k = 600, 12020, 388
-    a = gpu_helpers.rand(cp, (m, k), cp.float32, 101)
-    b = gpu_helpers.rand(cp, (n, k), cp.float32, 102).T
-    _expect_rule(a, b, "wide", precision="tf32")
-    d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), cp.float32, precision="tf32")
-    gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), 3e-3)
+    _auto_fp8(264, 9480, 528, "wide12", 264 + 528)
+    _auto_fp8(520, 8768, 3568, "wide12", 520 + 3568)       # 90 pairs: 66 in the first round, a split-K tail
+    _auto_tf32(600, 12020, 388, "wide", 101)
