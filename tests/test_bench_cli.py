@@ -880,10 +880,11 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python -m rawcoop bench --suite main,fp8,tf32,small_m --fp8-block --dtype bfloat16,float16 --rounds 5 --iters 20 "
         f"--json {out}/bench.json --plot {out}/bench.png",
         f"python bench/host_overhead.py --json {out}/host.json --profile 2000",
-        f"python bench/survey.py --dtype bfloat16 --seed 45 --json {out}/survey_bf16_s45.json",
-        f"python bench/survey.py --dtype float16 --seed 45 --json {out}/survey_fp16_s45.json",
-        "python bench/oracle.py --dtype float16 --layout NT --random 24 --seed 53",
-        "python bench/oracle.py --dtype bfloat16 --layout TT --random 24 --seed 54",
+        f"python bench/survey.py --dtype bfloat16 --seed 46 --json {out}/survey_bf16_s46.json",
+        f"python bench/survey.py --dtype float16 --seed 46 --json {out}/survey_fp16_s46.json",
+        "python bench/oracle.py --dtype bfloat16 --layout NT --random 24 --seed 55",
+        "python bench/oracle.py --dtype float16 --layout TN --random 24 --seed 56",
+        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_PAIR_1X2_RATIO=0.9/0.8",
     ])
     # every oracle command parses its --widths (a typo would cost the device call)
     import sys
@@ -893,6 +894,13 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         words = cmd.split(";")[0].split()
         if "--widths" in words:
             assert oracle.parse_widths(words[words.index("--widths") + 1])
+    # every rule_ab command's rule and cases parse (a typo would cost the device call)
+    import rule_ab
+    for cmd in text.split("bench/rule_ab.py ")[1:]:
+        words = cmd.split(";")[0].split()
+        rule_ab.parse_rule(words[words.index("--rule") + 1])
+        cases = words[words.index("--cases") + 1].split(",")
+        assert len(cases) >= 12 and all(rule_ab.parse_case(c) for c in cases)
     assert "tests/gpu_kernels.json" not in text           # part 3 warms --all only
     # every bench command of the part parses (a typo would cost the device call)
     for cmd in text.split("python -m rawcoop bench ")[1:]:
