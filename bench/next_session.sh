@@ -160,7 +160,7 @@ $PY -m rawcoop bench --suite fp8,small_m --fp8-shapes 128x8192x8192,4096x4096x40
 # (a) surveys seed 46, bf16 and fp16 (GPU-bound rows; stop 41 seed 45: 1.012 / 1.012, misaligned rows 0.967 /
 #     0.957; prediction >= 1.0 / >= 1.0).
 # (b) oracles: bf16 NT random 24 (seed 55) and fp16 TN random 24 (seed 56): prediction best/auto <= 1.06 each.
-# (c) MISALIGNED_PAIR_1X2_RATIO 0.9 -> 0.8 (stop 41: every A/B case at ratio <= 0.8 ran 1x2 faster, the losses
+# (c) MISALIGNED_PAIR_1X2_RATIO 0.9 -> 0.8 (stop 41: every 16-bit and e4m3 A/B case at ratio <= 0.8 ran faster, the losses
 #     sat at 0.83-0.9; in sample, so a fresh draw decides): rule_cases seed 396 (16-bit, four layouts) and 397
 #     (e4m3).  B/A > 1 means 0.8 (fewer 1x2 plans) faster; prediction: mixed (<= 10 of 16), i.e. keep 0.9.
 P396="fp16:TN:2344x11888x952,bf16:NN:816x15896x1080,bf16:NT:632x14360x1296,bf16:NT:2640x5560x1408,\
