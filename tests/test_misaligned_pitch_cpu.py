@@ -41,8 +41,9 @@ def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), batch=1, **kw):
                          out_name={gc.TF32: "float32"}.get(kind, "bfloat16"), **kw)
 
 
-def _is_rule(cfg):
-    return (cfg.block_n == 256 and cfg.cluster == (2, 1) and cfg.block_m == 128 and not cfg.pingpong
+def _is_rule(cfg, cluster=(2, 1)):
+    """The rule's 128x256 pairs: 2x1 clusters, or ``cluster`` (1, 2) (misaligned_pair_1x2)."""
+    return (cfg.block_n == 256 and cfg.cluster == cluster and cfg.block_m == 128 and not cfg.pingpong
             and not cfg.stream_k and not cfg.d_colmajor)
 
 
@@ -333,11 +334,6 @@ def test_short_k_yield_e4m3_rows(shape, monkeypatch):
 
 # --- the pairs' orientation (MISALIGNED_PAIR_1X2_RATIO, stop 41) ---------------------------------------------
 
-def _is_rule_1x2(cfg):
-    return (cfg.block_n == 256 and cfg.cluster == (1, 2) and cfg.block_m == 128 and not cfg.pingpong
-            and not cfg.stream_k and not cfg.d_colmajor)
-
-
 def test_pair_rounds_of_either_orientation():
     # 5 tile rows x 24 columns of 128x256: 2x1 pairs 3 x 24 = 72 (one pair row half empty) on 66 slots,
     # 1x2 pairs 5 x 12 = 60, one round
@@ -364,11 +360,11 @@ def test_pairs_run_1x2_where_that_takes_fewer_rounds(kind, layout, shape, monkey
     monkeypatch.undo()                         # the shipped rules (the fixture's switches), narrow widths included
     assert gc.MISALIGNED_PAIR_1X2_RATIO == PAIR_1X2_RATIO
     cfg = _plan(m, n, k, kind, kmajor=gc.LAYOUTS[layout])
-    assert _is_rule_1x2(cfg), cfg
+    assert _is_rule(cfg, (1, 2)), cfg
     assert gc.misaligned_pair_1x2(replace(cfg, cluster_m=2, cluster_n=1), m, n, k, 132)
     monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_RATIO", 0.0)          # off: the 2x1 pairs of the same tile
     off = _plan(m, n, k, kind, kmajor=gc.LAYOUTS[layout])
-    assert _is_rule(off) and off.cluster == (2, 1)
+    assert _is_rule(off)
 
 
 @pytest.mark.parametrize("kind,layout,shape", [
@@ -416,8 +412,8 @@ def test_1x2_pairs_for_fp8_not_tf32(monkeypatch):
     km = (True, True)
     for kinds, (m, n, k) in (((gc.E4M3, gc.E4M3), (264, 9480, 528)), ((gc.E5M2, gc.E5M2), (360, 9184, 6960)),
                              ((gc.E4M3, gc.E5M2), (280, 9472, 8144))):
-        assert _is_rule_1x2(_auto_cluster(m, n, k, kinds=kinds, kmajor=km)), kinds
+        assert _is_rule(_auto_cluster(m, n, k, kinds=kinds, kmajor=km), (1, 2)), kinds
     tf32 = _plan(600, 12020, 388, gc.TF32, kmajor=km)          # seed 394's +24% row: 2x1 all the same
-    assert _is_rule(tf32) and tf32.cluster == (2, 1)
+    assert _is_rule(tf32)
     monkeypatch.setattr(gc, "MISALIGNED_PAIR_1X2_KINDS", (gc.FP16, gc.BF16, gc.E4M3, gc.E5M2, gc.TF32))
-    assert _is_rule_1x2(_plan(600, 12020, 388, gc.TF32, kmajor=km))
+    assert _is_rule(_plan(600, 12020, 388, gc.TF32, kmajor=km), (1, 2))
