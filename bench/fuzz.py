@@ -1,6 +1,6 @@
 """GEMM fuzzer: seeded, reproducible problems across shapes, layouts, dtypes,
 batching, epilogues, output types and forced decompositions, each checked
-against a float64 reference (rawcoop/_fuzz.py has the details).
+against a float64 reference (rawcoop/fuzzer.py has the details).
 
     PYTHONPATH=$PWD python bench/fuzz.py                      # 5000 problems, default seed
     PYTHONPATH=$PWD python bench/fuzz.py --seed 7 --count 20000 --stop-on-fail
@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def parse_args(argv=None):
-    from rawcoop import _fuzz
+    from bench import fuzzer
     ap = argparse.ArgumentParser(description="rawcoop GEMM fuzzer against a float64 reference",
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("RAWCOOP_FUZZ_SEED", _fuzz.DEFAULT_SEED)),
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("RAWCOOP_FUZZ_SEED", fuzzer.DEFAULT_SEED)),
                     help="run seed (default: $RAWCOOP_FUZZ_SEED or %(default)s)")
     ap.add_argument("--count", type=int, default=5000, help="number of problems (default %(default)s)")
     ap.add_argument("--start", type=int, default=0, help="first case index (default 0)")
@@ -42,19 +42,19 @@ def parse_args(argv=None):
 
 
 def run_one(args) -> int:
-    from rawcoop import _fuzz
-    p = _fuzz.draw(args.seed, args.case)
-    print(_fuzz.reproducer(p))
+    from bench import fuzzer
+    p = fuzzer.draw(args.seed, args.case)
+    print(fuzzer.reproducer(p))
     try:
-        print("kernel:", _fuzz.plan_spec(p).label)
-        arrays = _fuzz.build(p, fill=False)
-        plan = _fuzz.plan(p, arrays, with_cluster=False)        # with the tf32/fp8 options and scales
+        print("kernel:", fuzzer.plan_spec(p).label)
+        arrays = fuzzer.build(p, fill=False)
+        plan = fuzzer.plan(p, arrays, with_cluster=False)        # with the tf32/fp8 options and scales
         print("decomposition:", plan.decomposition, "grid:", plan.grid[0], "(without cluster)" if p.cluster else "")
         del arrays
     except Exception as e:  # noqa: BLE001 - the case itself reports it below
         print(f"planning: {type(e).__name__}: {e}")
     t0 = time.perf_counter()
-    o = _fuzz.check(p)
+    o = fuzzer.check(p)
     dt = time.perf_counter() - t0
     if o.ok:
         print(f"ok: relative error {o.rel_err:.3e} < tolerance {o.tol:.1e} (ratio {o.ratio:.3f}), {dt:.2f} s")
@@ -65,10 +65,10 @@ def run_one(args) -> int:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from rawcoop import _fuzz
+    from bench import fuzzer
     if args.list:
         for i in range(args.start, args.start + args.count):
-            print(_fuzz.reproducer(_fuzz.draw(args.seed, i)))
+            print(fuzzer.reproducer(fuzzer.draw(args.seed, i)))
         return 0
     from rawcoop import device
     if not device.has_hopper():
@@ -78,11 +78,11 @@ def main(argv=None) -> int:
         return run_one(args)
 
     t0 = time.perf_counter()
-    probs = _fuzz.problems(args.seed, args.count, args.start)
+    probs = fuzzer.problems(args.seed, args.count, args.start)
     print(f"rawcoop fuzz: seed {args.seed}, cases {args.start}..{args.start + args.count - 1}")
     n_configs = None
     if not args.no_prewarm:
-        specs, report = _fuzz.prewarm(probs, jobs=args.jobs)
+        specs, report = fuzzer.prewarm(probs, jobs=args.jobs)
         n_configs = len(specs)
         print(f"pre-warm: {n_configs} kernel configurations"
               + (f"; {report.summary()}" if report is not None else "")
@@ -98,10 +98,10 @@ def main(argv=None) -> int:
     log = open(args.log, "w") if args.log else None
     for p in probs:
         tc = time.perf_counter()
-        o = _fuzz.check(p)
+        o = fuzzer.check(p)
         done += 1
         if log is not None:
-            log.write(json.dumps(dict(_fuzz.summary_of(p), ok=o.ok, rel_err=o.rel_err, tol=o.tol, ratio=o.ratio,
+            log.write(json.dumps(dict(fuzzer.summary_of(p), ok=o.ok, rel_err=o.rel_err, tol=o.tol, ratio=o.ratio,
                                       message=o.message, seconds=round(time.perf_counter() - tc, 4))) + "\n")
         if o.ok:
             if worst is None or o.ratio > worst.ratio:
@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         else:
             failures.append(o)
             print(o.line(), flush=True)
-            if not _fuzz.device_ok():
+            if not fuzzer.device_ok():
                 aborted = "the CUDA context is broken (a kernel fault); later cases cannot run"
             elif args.stop_on_fail:
                 aborted = "--stop-on-fail"
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
     if failures:
         print("reproducers:")
         for o in failures:
-            print("  " + _fuzz.reproducer(o.problem))
+            print("  " + fuzzer.reproducer(o.problem))
     return 1 if failures else 0
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rawcoop.bench import (DEFAULT_SHAPES, FP8_SHAPES, PEAK_FP8_TFLOPS, PEAK_TF32_TFLOPS,  # noqa: E402,F401
+from bench.harness import (DEFAULT_SHAPES, FP8_SHAPES, PEAK_FP8_TFLOPS, PEAK_TF32_TFLOPS,  # noqa: E402,F401
                            PEAK_TFLOPS, TF32_SHAPES, main)  # (re-exported for scripts)
 
 if __name__ == "__main__":

@@ -187,7 +187,7 @@ def main() -> None:
                       args.profile)
     res["rawcoop.gemm 256^3 e4m3 float scales (out=)"] = per_call_us(
         lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3", scale_a=0.5, scale_b=2.0, out=d8))
-    from rawcoop.bench import import_torch
+    from bench.harness import import_torch
     torch, why = import_torch()
     if torch is None:
         print(f"torch._scaled_mm row skipped: {why}")
@@ -208,7 +208,7 @@ def main() -> None:
         if isinstance(us, float) and "paired" not in name:
             print(f"{name:42s} {us:8.2f} us/call")
     if args.json:
-        from rawcoop.bench import write_json
+        from bench.harness import write_json
         write_json(args.json, res)
 
 

@@ -100,7 +100,7 @@ def ncu_command(ncu: str, metrics, child_args: list[str]) -> list[str]:
 
 
 def parse_args(argv=None):
-    from rawcoop.bench import parse_shape, parse_variants
+    from bench.harness import parse_shape, parse_variants
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", type=parse_shape, required=True, help="MxNxK")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "e4m3"))

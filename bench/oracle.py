@@ -5,12 +5,12 @@
 
 For each shape the automatic plan and every distinct plan of a fixed set of forced options (CANDIDATES: tile
 128x256 / 128x192 / 128x128 / 192x192 / 192x128, ping-pong, stream-K on and off, 2x1 and 1x2 clusters,
-swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, gemm_configs.NARROW_BOX_NS, each alone,
+swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, configs.NARROW_BOX_NS, each alone,
 with stream-K and in 2x1 clusters) are built with ``rawcoop.gemm._plan_for``; options no kernel combines
 (ValueError) are skipped, and candidates that give the automatic plan or an earlier candidate's (same
 configuration, decomposition and kernel) are timed once. All plans and cuBLAS (``cupy.matmul``) run on the
 bench's operands (normal data, rotated to >= 3x the L2) in the same alternating rounds
-(``rawcoop.bench.compare_variants``, batch timing: calls back to back, not host-bound), after a NaN-poisoned
+(``bench.harness.compare_variants``, batch timing: calls back to back, not host-bound), after a NaN-poisoned
 correctness run of each plan against float64 (a plan over 1e-2 relative error is reported and never counted
 best). Printed per shape: the automatic plan's ratio to cuBLAS, the best plan's label and ratio, best /
 auto. The summary: geomeans of auto and best against cuBLAS (the first is what users get, the second what a
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rule_ab  # noqa: E402  (after the path insert: operands, config_label)
 import survey  # noqa: E402
-from rawcoop import bench  # noqa: E402
+from bench import harness  # noqa: E402
 
 CANDIDATES = [
     ("256", dict(_block_n=256, _streamk=False)),
@@ -67,12 +67,12 @@ def width_candidates(widths) -> list:
 
 
 def parse_widths(text: str) -> list[int]:
-    """``--widths``: a comma list of gemm_configs.NARROW_BOX_NS (ValueError otherwise)."""
-    from rawcoop import gemm_configs
+    """``--widths``: a comma list of configs.NARROW_BOX_NS (ValueError otherwise)."""
+    from rawcoop.plan import configs
     widths = [int(w) for w in text.split(",") if w.strip()] if text else []
-    bad = [w for w in widths if w not in gemm_configs.NARROW_BOX_NS]
+    bad = [w for w in widths if w not in configs.NARROW_BOX_NS]
     if bad:
-        raise ValueError(f"--widths: {bad} not in {gemm_configs.NARROW_BOX_NS}")
+        raise ValueError(f"--widths: {bad} not in {configs.NARROW_BOX_NS}")
     return widths
 
 
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--widths", default="", help="comma list of tile widths between the multiples of 64 "
-                                                   "(gemm_configs.NARROW_BOX_NS) to add as candidates")
+                                                   "(configs.NARROW_BOX_NS) to add as candidates")
     ap.add_argument("--json", metavar="PATH")
     args = ap.parse_args(argv)
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rawcoop import bench  # noqa: E402
+from bench import harness  # noqa: E402
 
 
 def main(argv=None) -> int:

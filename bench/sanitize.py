@@ -81,7 +81,7 @@ LAYOUTS = {"TN": (True, True), "NN": (False, True), "NT": (False, False), "TT": 
 @dataclass
 class Gemm:
     """One rawcoop.gemm call.  layout: (A K-major?, B K-major?) by BLAS name
-    (rawcoop.gemm_configs.LAYOUTS).  batch: (la, lb), 0 for a 2-D operand,
+    (rawcoop.plan.configs.LAYOUTS).  batch: (la, lb), 0 for a 2-D operand,
     lb "stride0" for a stride-0 broadcast view.  c: "row", "col" or "row3"
     (batched).  bias: "float32" or "input".  out: "poison" (a NaN-filled out=),
     "none" (the returned array) or "col" (a column-major out=, stored through

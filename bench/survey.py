@@ -5,7 +5,7 @@
     python bench/survey.py --list [--set ...]      # print the shapes only (no GPU)
     python bench/survey.py --compare OLD.json NEW.json   # two runs: drift from the unchanged plans (no GPU)
 
-The bench (``rawcoop.bench``, main suite, TN) times every shape in alternating rounds against
+The bench (``bench.harness``, main suite, TN) times every shape in alternating rounds against
 ``cupy.matmul``; this script chooses the shapes and sums the ratios up: geometric mean, quantiles,
 how many are under 0.97 and 1.0, and the worst ones with the plan rawcoop ran (tile, ping-pong,
 cluster, decomposition), which is where the next rule or kernel change should look.
@@ -82,9 +82,9 @@ def geomean(xs) -> float:
 
 def pitch_class(shape: str) -> str:
     """The survey's problems are 16-bit TN: a's and b's rows are K x 2 bytes apart, D's N x 2.  "operand":
-    K = 8 mod 16 (the misaligned-pitch rule's class, gemm_configs.misaligned_pitch), "d": only D's pitch is
+    K = 8 mod 16 (the misaligned-pitch rule's class, configs.misaligned_pitch), "d": only D's pitch is
     (N = 8 mod 16: no rule, stop 29), "aligned": neither."""
-    from rawcoop.gemm_configs import misaligned_pitch
+    from rawcoop.plan.configs import misaligned_pitch
     m, n, k = (int(x) for x in shape.split("x")[:3])
     return "operand" if misaligned_pitch(2 * k) else "d" if misaligned_pitch(2 * n) else "aligned"
 
@@ -227,7 +227,7 @@ def main(argv=None) -> int:
         print(",".join(f"{m}x{n}x{k}" for m, n, k in shapes))
         return 0
 
-    from rawcoop import bench
+    from bench import harness
     bargs = bench.build_parser().parse_args(
         ["--suite", "main", "--dtype", args.dtype, "--layout", "TN", "--rounds", str(args.rounds),
          "--iters", str(args.iters), "--timing", args.timing, "--shapes", ",".join(f"{m}x{n}x{k}" for m, n, k in shapes)]

@@ -1,4 +1,4 @@
-"""``python -m rawcoop [info | warmup | cache info|clear|export FILE | demo | bench]``.
+"""``python -m rawcoop [info | warmup | cache info|clear|export FILE | demo]``.
 
 With no arguments: on a Hopper GPU, a short demo of what exists; without one,
 the warm-up (which needs no GPU).
@@ -52,13 +52,14 @@ def cmd_info(args) -> int:
 
 _DTYPES = {"bf16": (1, 1), "fp16": (0, 0), "tf32": (2, 2), "e4m3": (3, 3), "e5m2": (4, 4),
            "e4m3xe5m2": (3, 4), "e5m2xe4m3": (4, 3)}
-"""--dtypes names -> (a's kind, b's kind) (gemm_configs.IN_KINDS); "e4m3xe5m2": a e4m3, b e5m2."""
+"""--dtypes names -> (a's kind, b's kind) (configs.IN_KINDS); "e4m3xe5m2": a e4m3, b e5m2."""
 
 
 def _select_specs(args):
     """Warm-up selection: the registry (or its --all superset), or the GEMM
     configurations that --shapes would use, narrowed by --dtypes/--layouts/--kernel."""
-    from . import gemm_configs, registry
+    from . import registry
+    from .plan import configs
     everything = getattr(args, "all", False)
     default_dtypes = ",".join(_DTYPES) if everything else "bf16,fp16"
     dtypes = [d.strip() for d in (getattr(args, "dtypes", None) or default_dtypes).split(",") if d.strip()]
@@ -67,7 +68,7 @@ def _select_specs(args):
         if d not in _DTYPES:
             raise SystemExit(f"--dtypes: unknown dtype {d!r} ({', '.join(_DTYPES)})")
     for x in layouts:
-        if x not in gemm_configs.LAYOUTS:
+        if x not in configs.LAYOUTS:
             raise SystemExit(f"--layouts: unknown layout {x!r} (TN, NN, NT, TT)")
     if getattr(args, "from_list", None):
         from .warmup import load_kernel_list
@@ -88,21 +89,21 @@ def _select_specs(args):
             for d in dtypes:
                 ka, kb = _DTYPES[d]
                 for x in layouts:
-                    ak, bk = gemm_configs.LAYOUTS[x]
-                    if gemm_configs.ELEMENT_BYTES[ka] != 2 and (ak, bk) != (True, True):
+                    ak, bk = configs.LAYOUTS[x]
+                    if configs.ELEMENT_BYTES[ka] != 2 and (ak, bk) != (True, True):
                         continue            # tf32/fp8: K-major operands (TN) only
-                    spec = gemm_configs.config_for_problem(m, n, k, ka, ak, bk, args.sms, b_kind=kb).spec
+                    spec = configs.config_for_problem(m, n, k, ka, ak, bk, args.sms, b_kind=kb).spec
                     if spec not in specs:
                         specs.append(spec)
     else:
         specs = registry.all_specs(everything=everything)
         want_kinds = {_DTYPES[d] for d in dtypes}
-        want_layouts = {gemm_configs.LAYOUTS[x] for x in layouts}
+        want_layouts = {configs.LAYOUTS[x] for x in layouts}
         kept = []
         for s in specs:
             d = dict(s.defines)
             if s.name == "gemm_kernel":
-                ka, kb = gemm_configs.spec_kinds(s)
+                ka, kb = configs.spec_kinds(s)
                 if d.get("D_COLMAJOR"):
                     ka, kb = kb, ka                  # swap-AB kernels see b as A
                 if (ka, kb) not in want_kinds:
@@ -188,11 +189,6 @@ def cmd_demo(args) -> int:
     return 0 if ok else 1
 
 
-def cmd_bench(args) -> int:
-    from . import bench
-    return bench.execute(args)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rawcoop", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -219,11 +215,6 @@ def main(argv=None) -> int:
                    help="export FILE: write the cached configurations as a kernel list for `warmup --from FILE`")
     c.add_argument("file", nargs="?", help="(export) the kernel list to write")
     sub.add_parser("demo", help="run the kernels once on the GPU and check them")
-    from . import bench
-    bench.add_arguments(sub.add_parser(
-        "bench", help="rawcoop.gemm vs cuBLAS (cupy.matmul; fp8: cuBLASLt via torch._scaled_mm; tf32: cuBLAS and "
-                      "torch in TF32): side-by-side table, ratios, JSON, plot (needs a GPU)",
-        description=bench.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter))
     args = ap.parse_args(argv)
     if args.cmd is None:
         from . import device
@@ -231,8 +222,7 @@ def main(argv=None) -> int:
             return cmd_demo(args)
         print("no Hopper GPU here: warming the kernel cache instead (python -m rawcoop --help for more)")
         args = ap.parse_args(["warmup"])
-    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo,
-            "bench": cmd_bench}[args.cmd](args)
+    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, BLOCK_M,
     1); M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64,
     1) loaded BLOCK_M / 64 times.  BLOCK_M is 128, or 192 for the tall tiles
-    (not block-scaled fp8; gemm_configs.choose_tall or ``_block_m=192``).
+    (not block-scaled fp8; configs.choose_tall or ``_block_m=192``).
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
     (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
     box (64, 64, 1).
@@ -28,18 +28,18 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     otherwise the host hands the kernel the transposed problem Dᵀ = Bᵀ·Aᵀ
     ("swap-AB"), so N fills the 128-row tile; D and C then appear
     column-major to the kernel and the bias runs along its rows
-    (gemm_configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
-    <= K <= 16384 (gemm_configs.one_row_pair_fits) runs swap-AB with 128x64
+    (configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
+    <= K <= 16384 (configs.one_row_pair_fits) runs swap-AB with 128x64
     tiles and 1x2 clusters: the CTA pairs multicast the streamed b; without C
     and with one tile per CTA its staging buffers share the pipeline ring
     (EPI_RING: 9 stages instead of 8).
     Large fp16/bf16, tf32 and per-tensor fp8 problems run swap-AB too when
     the tile grid over N x M fills whole waves where the one over M x N
-    leaves a partial wave (gemm_configs.swap_waves_limit).
+    leaves a partial wave (configs.swap_waves_limit).
   * grid = min(#SMs, #work units) persistent CTAs of 384 threads (512 with
     192-row tiles: a third consumer warpgroup); the work
     decomposition (data-parallel, split-K or stream-K for the partial last
-    wave: gemm_configs.choose_stream_k) and the workspace come from
+    wave: configs.choose_stream_k) and the workspace come from
     rawcoop/scheduler.py and rawcoop/workspace.py.
   * Repeated calls with the same inputs reuse a cached plan (validation,
     configuration, operand maps, the launch configuration bound once:
@@ -72,8 +72,9 @@ from dataclasses import replace
 import numpy as np
 
 from . import device as _device
-from . import gemm_configs, scheduler, tma, tuning, workspace
-from .gemm_configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES
+from . import tma, tuning, workspace
+from .plan import configs, scheduler
+from .plan.configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES
 from ._reference import activation as activation_reference
 from .launch import F32, I32, PTR, TENSOR_MAP, KernelParams, get_kernel
 from .operands import (DEFAULT_OUT, as_cupy, batch_info, block_scale_args, check_array, check_out, dtype_name,
@@ -91,9 +92,9 @@ _ARG_C, _ARG_D, _ARG_WS, _ARG_FLAGS = 2, 3, 17, 18   # the arguments run() sets 
 _TYPES_FP8 = _TYPES + (PTR, PTR)                  # + scale_a, scale_b
 _TYPES_BLOCK = _TYPES + (TENSOR_MAP, PTR, I32, I32, I32)   # + map_sa, sb, sb_n, sb_k, sb_l (block-scaled fp8)
 _TMA_DTYPE = {"float16": tma.DType.FLOAT16, "bfloat16": tma.DType.BFLOAT16, "float32": tma.DType.FLOAT32}
-_TMA_IN = {gemm_configs.FP16: tma.DType.FLOAT16, gemm_configs.BF16: tma.DType.BFLOAT16,
-           gemm_configs.TF32: tma.DType.FLOAT32, gemm_configs.E4M3: tma.DType.UINT8,
-           gemm_configs.E5M2: tma.DType.UINT8}
+_TMA_IN = {configs.FP16: tma.DType.FLOAT16, configs.BF16: tma.DType.BFLOAT16,
+           configs.TF32: tma.DType.FLOAT32, configs.E4M3: tma.DType.UINT8,
+           configs.E5M2: tma.DType.UINT8}
 
 
 def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation: str | None = None,
@@ -160,7 +161,7 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     (stream-K; no clusters, no ``_splits``; cooperative, or ping-pong with
     ``_pingpong=True``, never chosen automatically), ``_streamk=False``
     never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
-    use it, see gemm_configs.choose_stream_k); ``_block_m=192``: 192-row
+    use it, see configs.choose_stream_k); ``_block_m=192``: 192-row
     tiles (three consumer warpgroups; fp16/bf16, tf32 or per-tensor fp8,
     192 or 128 wide, cooperative, data-parallel or split-K, no clusters).  Results are deterministic:
     split-K and stream-K reduce partials in a fixed order.
@@ -261,8 +262,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     dev = a.device.id
     check_array("b", b, cp, dev)
     ka, kb = input_kinds(a.dtype.name, b.dtype.name, a_format, b_format, precision)
-    lowbits = gemm_configs.ELEMENT_BYTES[ka] != 2          # tf32 / fp8: K-major operands only
-    fp8 = gemm_configs.is_fp8(ka)
+    lowbits = configs.ELEMENT_BYTES[ka] != 2          # tf32 / fp8: K-major operands only
+    fp8 = configs.is_fp8(ka)
     for name, x in (("a", a), ("b", b)):
         if x.ndim not in (2, 3):
             raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
@@ -331,7 +332,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         return _no_reduction(cp, dev, out_shape, out_name, c if use_c else None, beta, bias, activation, out)
 
     # Operand layouts (raise before anything is allocated or launched).
-    what = "tf32" if ka == gemm_configs.TF32 else "fp8"
+    what = "tf32" if ka == configs.TF32 else "fp8"
     a_kmajor, a_pitch = matrix_layout(
         "a", a, "K", "M", require=True if lowbits else None,
         why=f"a: wgmma cannot transpose 32-bit/8-bit operands: a must be row-major (K contiguous, unit stride "
@@ -365,15 +366,15 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     tuned = None
     if forced == (None,) * len(forced):
         tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
-        if tuned is not None and block and (tuned["block_n"] not in (None, *gemm_configs.BLOCK_SCALED_NS)
+        if tuned is not None and block and (tuned["block_n"] not in (None, *configs.BLOCK_SCALED_NS)
                                             or tuned["swap"] or (tuned.get("pingpong") and tuned["block_n"] != 64)
-                                            or tuned.get("block_m") not in (None, gemm_configs.BLOCK_M)):
+                                            or tuned.get("block_m") not in (None, configs.BLOCK_M)):
             tuned = None                    # (a hand-edited table) not a block-scaled configuration: ignored
         if tuned is not None:
             _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
             _pingpong, _streamk, _block_m = tuned.get("pingpong"), tuned.get("streamk"), tuned.get("block_m")
-    swap_ok = m <= 64 < n and gemm_configs.swap_buildable(block=block)  # tune may swap
-    cfg = gemm_configs.plan_config(
+    swap_ok = m <= 64 < n and configs.swap_buildable(block=block)  # tune may swap
+    cfg = configs.plan_config(
         m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
         use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
         block=block, block_n=_block_n, swap=_swap, cluster=_cluster, splits=_splits, pingpong=_pingpong,
@@ -430,8 +431,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.out_dtype, plan.osz, plan.dt_out = np_dtype(out_name), osz, dt_out
     plan.colmajor_d, plan.km, plan.kn, plan.epi_cols, plan.box_cols = swap, km, kn, cfg.epi_cols, cfg.box_cols
     # The multicast operand's K-major box is half the tile: each CTA of the pair loads one half.
-    plan.map_a = operand_map(*A, km, gemm_configs.trimmed_lines(A[1], km, cfg.block_m, cfg) // cluster_n)
-    plan.map_b = operand_map(*B, kn, gemm_configs.trimmed_lines(B[1], kn, cfg.block_n, cfg) // cluster_m)
+    plan.map_a = operand_map(*A, km, configs.trimmed_lines(A[1], km, cfg.block_m, cfg) // cluster_n)
+    plan.map_b = operand_map(*B, kn, configs.trimmed_lines(B[1], kn, cfg.block_n, cfg) // cluster_m)
     plan.map_c = None
     if use_c:
         c_l = c.shape[0] if c_batched else 1
@@ -446,7 +447,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     if block:
         # SA: M-major fp32, lines are k-blocks of M scales; one 128-row box (512 B) per stage, no swizzle.
         map_sa = tma.tiled(tma.DType.FLOAT32, bscales.sa_ptr, (m, bscales.k_blocks, bscales.sa_batches),
-                           (bscales.sa_pitch, bscales.sa_bstride), (gemm_configs.BLOCK_M, 1, 1), tma.Swizzle.NONE)
+                           (bscales.sa_pitch, bscales.sa_bstride), (configs.BLOCK_M, 1, 1), tma.Swizzle.NONE)
         plan.extra = (map_sa, bscales.sb_ptr, bscales.sb_n, bscales.sb_k, bscales.sb_l)
         plan.types = _TYPES_BLOCK
     else:

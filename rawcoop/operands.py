@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import gemm_configs
+from .plan import configs
 
 INPUTS_16BIT = ("float16", "bfloat16")
 FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}     # ml_dtypes names -> format
 FP8_FORMATS = ("e4m3", "e5m2")
 FP8_NUMPY_NAMES = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}
-DEFAULT_OUT = {gemm_configs.FP16: "float16", gemm_configs.BF16: "bfloat16", gemm_configs.TF32: "float32",
-                gemm_configs.E4M3: "bfloat16", gemm_configs.E5M2: "bfloat16"}
+DEFAULT_OUT = {configs.FP16: "float16", configs.BF16: "bfloat16", configs.TF32: "float32",
+                configs.E4M3: "bfloat16", configs.E5M2: "bfloat16"}
 
 
 def input_kinds(a_dtype: str, b_dtype: str, a_format, b_format, precision) -> tuple[int, int]:
-    """(A kind, B kind) (see gemm_configs.IN_KINDS) from the operands' dtype
+    """(A kind, B kind) (see configs.IN_KINDS) from the operands' dtype
     names and the ``a_format``/``b_format``/``precision`` options; raises
     TypeError/ValueError naming the argument.  Pure: no GPU needed.
 
@@ -39,32 +39,32 @@ def input_kinds(a_dtype: str, b_dtype: str, a_format, b_format, precision) -> tu
             if fmt is not None and fmt != FP8_DTYPES[dt]:
                 raise ValueError(f"{name} has dtype {dt} but {name}_format={fmt!r}; leave {name}_format out for "
                                  "ml_dtypes fp8 arrays, or pass uint8 storage with the format")
-            kinds.append(gemm_configs.IN_KINDS[FP8_DTYPES[dt]])
+            kinds.append(configs.IN_KINDS[FP8_DTYPES[dt]])
         elif dt == "uint8":
             if fmt is None:
                 raise TypeError(f"{name} is uint8: pass {name}_format='e4m3' or 'e5m2' to read its bytes as fp8 "
                                 "(rawcoop has no integer GEMM)")
-            kinds.append(gemm_configs.IN_KINDS[fmt])
+            kinds.append(configs.IN_KINDS[fmt])
         elif fmt is not None:
             raise ValueError(f"{name}_format applies to fp8 operands (uint8 storage, or ml_dtypes float8_e4m3fn/"
                              f"float8_e5m2 arrays); {name} has dtype {dt}")
         elif dt in INPUTS_16BIT:
-            kinds.append(gemm_configs.IN_KINDS[dt])
+            kinds.append(configs.IN_KINDS[dt])
         elif dt == "float32":
             if precision != "tf32":
                 raise TypeError(f"{name} has dtype float32, and rawcoop has no full-fp32 GEMM: pass "
                                 "precision='tf32' to multiply float32 inputs on the tensor cores in TF32 (each "
                                 "input keeps a 10-bit mantissa; fp32 accumulation), or convert the inputs to "
                                 "bfloat16/float16")
-            kinds.append(gemm_configs.TF32)
+            kinds.append(configs.TF32)
         else:
             raise TypeError(f"{name} has dtype {dt}; rawcoop.gemm takes float16 or bfloat16 (ml_dtypes.bfloat16), "
                             "float32 with precision='tf32', or fp8 (ml_dtypes float8_e4m3fn/float8_e5m2, or uint8 "
                             "with a_format/b_format)")
     ka, kb = kinds
-    if precision == "tf32" and (ka, kb) != (gemm_configs.TF32, gemm_configs.TF32):
+    if precision == "tf32" and (ka, kb) != (configs.TF32, configs.TF32):
         raise TypeError(f"precision='tf32' needs float32 a and b; got {a_dtype} and {b_dtype}")
-    if ka != kb and not (gemm_configs.is_fp8(ka) and gemm_configs.is_fp8(kb)):
+    if ka != kb and not (configs.is_fp8(ka) and configs.is_fp8(kb)):
         raise TypeError(f"a and b must have the same dtype (only fp8 e4m3 and e5m2 may be mixed), got {a_dtype} "
                         f"and {b_dtype}")
     return ka, kb
@@ -73,7 +73,7 @@ def input_kinds(a_dtype: str, b_dtype: str, a_format, b_format, precision) -> tu
 def kind_label(ka: int, kb: int) -> str:
     """The input part of a tuning signature: the dtype name for 16-bit inputs
     (as before), 'tf32', 'e4m3', 'e5m2', or 'e4m3*e5m2' for mixed fp8."""
-    na, nb = gemm_configs.KIND_NAMES[ka], gemm_configs.KIND_NAMES[kb]
+    na, nb = configs.KIND_NAMES[ka], configs.KIND_NAMES[kb]
     return na if na == nb else f"{na}*{nb}"
 
 

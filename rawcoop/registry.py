@@ -12,11 +12,11 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
     specs: list[KernelSpec] = []
     specs += tile_copy.all_specs()
     try:
-        from . import gemm_configs
+        from .plan import configs
     except ImportError:
         pass
     else:
-        specs += gemm_configs.all_specs(everything)
+        specs += configs.all_specs(everything)
     return specs
 
 
@@ -30,7 +30,7 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
             want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive"]
         return want
     try:
-        from . import gemm_configs
-        return gemm_configs.expected_instructions(spec)
+        from .plan import configs
+        return configs.expected_instructions(spec)
     except ImportError:
         return []

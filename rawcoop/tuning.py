@@ -16,7 +16,7 @@ import threading
 import warnings
 
 from . import config
-from .gemm_configs import BLOCK_M, BLOCK_NS, NARROW_BOX_NS, TALL_BLOCK_M, TALL_BLOCK_NS
+from .plan.configs import BLOCK_M, BLOCK_NS, NARROW_BOX_NS, TALL_BLOCK_M, TALL_BLOCK_NS
 
 _FILE = "tuned-v1.json"
 CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m")
@@ -114,7 +114,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
 
     import importlib
 
-    from .gemm_configs import tuning_candidates
+    from .plan.configs import tuning_candidates
     _gemm = importlib.import_module(__package__ + ".gemm")   # the module (rawcoop.gemm is the function)
 
     kw = dict(c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out_dtype=out_dtype)

@@ -28,7 +28,7 @@ HOPPER = _hopper_present()
 # GEMMs and then imports torch works); tests that need torch skip with the
 # error (gpu_helpers.torch_or_skip) if it still fails.
 if HOPPER:
-    from rawcoop.bench import import_torch
+    from bench.harness import import_torch
     import_torch()                      # (torch, None) or (None, why): torch_or_skip asks again and says why
 
 

@@ -26,7 +26,7 @@ def rand(cp, shape, dt, seed):
 
 
 def layout_operands(cp, m, n, k, dt, layout, seed):
-    """a (M, K) and b (K, N) of fresh normal data in a BLAS-style layout (rawcoop.gemm_configs.LAYOUTS):
+    """a (M, K) and b (K, N) of fresh normal data in a BLAS-style layout (rawcoop.plan.configs.LAYOUTS):
     a row-major for "T" (else a transposed view of (K, M)), b = bt.T of a row-major (N, K) for "N" (else
     row-major (K, N))."""
     a = rand(cp, (m, k), dt, seed) if layout[0] == "T" else rand(cp, (k, m), dt, seed).T
@@ -119,12 +119,12 @@ def run_in_threads(work, args):
 
 
 def torch_or_skip():
-    """torch, or pytest.skip naming why it is unusable (rawcoop.bench.import_torch:
+    """torch, or pytest.skip naming why it is unusable (bench.harness.import_torch:
     not installed, its import raised (any exception: see conftest.py), or it
     sees no CUDA GPU)."""
     import pytest
 
-    from rawcoop.bench import import_torch
+    from bench.harness import import_torch
     torch, why = import_torch()
     if torch is None:
         pytest.skip(why)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rawcoop import bench, cli
+from rawcoop import cli
+from bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -884,7 +885,7 @@ def test_next_session_dry_run_prints_every_step(tmp_path):
         f"python bench/survey.py --dtype float16 --seed 46 --json {out}/survey_fp16_s46.json",
         "python bench/oracle.py --dtype bfloat16 --layout NT --random 24 --seed 55",
         "python bench/oracle.py --dtype float16 --layout TN --random 24 --seed 56",
-        "python bench/rule_ab.py --rule gemm_configs.MISALIGNED_PAIR_1X2_RATIO=0.9/0.8",
+        "python bench/rule_ab.py --rule configs.MISALIGNED_PAIR_1X2_RATIO=0.9/0.8",
     ])
     # every oracle command parses its --widths (a typo would cost the device call)
     import sys
@@ -1084,7 +1085,7 @@ def test_variants_in_the_fp8_tf32_and_block_suites(fake_gpu, monkeypatch):
 def test_row_without_baseline_prints_the_spread_of_its_rounds(capsys):
     """A row timed alone (block-scaled fp8) prints its rounds' TFLOP/s range next to the median: stop 32's
     rounds were bimodal (0.808 and 0.95 ms), which the median alone hides."""
-    from rawcoop import bench
+    from bench import harness
     b = bench.Bench.__new__(bench.Bench)
     b.rows, b.on_row = [], None
     flops = 2.0 * 4096 * 7168 * 16384

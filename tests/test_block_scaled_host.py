@@ -10,7 +10,7 @@ candidates).
 """
 import pytest
 
-from rawcoop import gemm_configs as gc
+from rawcoop.plan import configs as gc
 from rawcoop import tma
 
 from test_lowp_host import BF16, E4M3, E5M2, G, StubArray, build, stub_planning, tn

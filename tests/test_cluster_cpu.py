@@ -12,9 +12,10 @@ from dataclasses import replace
 import pytest
 from test_lowp_host import BF16, E4M3, E5M2, StubArray, build, stub_planning, tn   # stub-CuPy planning
 
-from rawcoop import compiler, gemm_configs as gc, scheduler
+from rawcoop import compiler
+from rawcoop.plan import configs as gc, scheduler
 from rawcoop.compiler import KernelSpec
-from rawcoop.scheduler import cdiv
+from rawcoop.plan.scheduler import cdiv
 
 CLUSTER_N_CONFIGS = [c for c in gc.epilogue_configs() + gc.lowp_epilogue_configs() if c.cluster_n == 2]
 CLUSTER_M_CONFIGS = [c for c in gc.epilogue_configs() + gc.lowp_epilogue_configs() if c.cluster_m == 2]
@@ -468,7 +469,7 @@ def test_plan_auto_cluster_launch(planning):
                                    (120, 8000, 10000), (125, 7700, 9000)])
 def test_one_row_pair(shape):
     """One row of 128x64 tiles, 16-bit, A K-major, 120 <= M <= 128, 8192 <=
-    K <= 16384 (gemm_configs.one_row_pair_fits): swap-AB with 128x64 tiles
+    K <= 16384 (configs.one_row_pair_fits): swap-AB with 128x64 tiles
     and 1x2 clusters, so the pair multicasts the user's b (the kernel's A) -
     TN and TT, both 16-bit types, with an epilogue too; the warm-up set has
     the kernels."""

@@ -1,6 +1,6 @@
 """GPU: clusters of 2 CTAs (forced by the private ``_cluster`` option; 1x2
 and 2x1 are also picked automatically for long-K one-round split-K, see
-gemm_configs.choose_cluster).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
+configs.choose_cluster).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
 vertically adjacent tiles multicast the shared B tile.  1x2
 (``_cluster=(1, 2)``): pairs on horizontally adjacent tiles (tile columns 2j,
 2j+1) multicast the shared A tile; an odd number of tile columns leaves a

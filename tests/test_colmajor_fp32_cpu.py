@@ -9,7 +9,8 @@ from dataclasses import replace
 import pytest
 from test_lowp_host import BF16, StubArray, build, stub_planning, tn   # stub-CuPy planning
 
-from rawcoop import compiler, gemm_configs as gc
+from rawcoop import compiler
+from rawcoop.plan import configs as gc
 
 STORE = "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
 LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes ["

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from rawcoop import compiler, registry
+from rawcoop.plan import configs as _gc
 from rawcoop.compiler import KernelSpec
 
 SPECS = registry.all_specs()
@@ -31,7 +32,7 @@ def test_compiles_with_expected_ptx(spec):
     assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
 
 
-@pytest.mark.parametrize("cfg", __import__("rawcoop.gemm_configs").gemm_configs.epilogue_configs(),
+@pytest.mark.parametrize("cfg", _gc.epilogue_configs(),
                          ids=lambda c: c.spec.label)
 def test_gemm_epilogue_variants_compile(cfg):
     """Every epilogue option value (C row/col, D col, bias types/rows, each
@@ -44,7 +45,6 @@ def test_gemm_epilogue_variants_compile(cfg):
     assert cfg.smem_bytes <= 232448
 
 
-_gc = __import__("rawcoop.gemm_configs").gemm_configs
 LOWP = _gc.lowp_configs() + _gc.lowp_epilogue_configs()
 
 
@@ -150,9 +150,9 @@ def test_registry_has_gemm_and_copy_kernels():
 
 
 def test_gemm_configs_fit_shared_memory():
-    from rawcoop import gemm_configs
-    for cfg in gemm_configs.all_configs():
-        assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
+    from rawcoop.plan import configs
+    for cfg in configs.all_configs():
+        assert cfg.smem_bytes <= configs.SMEM_LIMIT
         assert cfg.stages >= 3
 
 
@@ -181,7 +181,7 @@ def test_ptx_only_build_has_no_cubin_but_ptx(tmp_path):
 def test_scheduler_matches_device_formula_and_covers_every_tile():
     """Host mirror of scheduler.cuh: every tile exactly once over all CTAs."""
     import random
-    from rawcoop import scheduler
+    from rawcoop.plan import scheduler
     rng = random.Random(0)
     for _ in range(300):
         m, n = rng.randint(1, 5000), rng.randint(1, 5000)
@@ -199,7 +199,7 @@ def test_decomposition_covers_every_tile_kblock_exactly_once():
     every (tile, k-block) is covered exactly once, splits of a tile are
     consecutive units, and only a tile's last split runs its epilogue."""
     import random
-    from rawcoop import scheduler
+    from rawcoop.plan import scheduler
     rng = random.Random(1)
     for _ in range(400):
         tiles = rng.randint(1, 700)
@@ -230,7 +230,7 @@ def test_decomposition_covers_every_tile_kblock_exactly_once():
 
 
 def test_tile_choice_rule():
-    from rawcoop.gemm_configs import choose_block_n, choose_pingpong, config_for_problem
+    from rawcoop.plan.configs import choose_block_n, choose_pingpong, config_for_problem
     assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles, long K
     assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
     # 16-bit, >= 2 waves of 128x256: ping-pong 128x128 when the last wave is <= 80% full (K <= 6144) or K <= 2048
@@ -300,7 +300,7 @@ def test_one_wave_rule_kinds(monkeypatch):
     kind (PINGPONG_ONE_WAVE_K_BLOCKS: 16-bit 32 x 64 = K <= 2048, fp8 48 x
     128 = K <= 6144; tf32 not listed: off) and only where ping-pong is not
     ruled out and not block-scaled."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
 
     def plan(kind, m, n, k, out="bfloat16", **kw):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
@@ -334,7 +334,7 @@ def test_waves_rule_kinds(monkeypatch):
     whatever the fill up to [1]) per kind: 16-bit 96 / 32 (K 6144 / 2048),
     fp8 64 / 32 (K 8192 / 4096, stop 26), tf32 96 / 32 (K 3072 / 1024, stop
     26), block-scaled never."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
 
     def plan(kind, m, n, k, out="bfloat16", block=False, **kw):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
@@ -359,7 +359,7 @@ def test_waves_rule_kinds(monkeypatch):
 
 
 def test_swap_choice_rule():
-    from rawcoop.gemm_configs import BF16, E4M3, TF32, choose_swap, config_for_problem
+    from rawcoop.plan.configs import BF16, E4M3, TF32, choose_swap, config_for_problem
     kw = dict(out_fp32=False, block=False)
     assert not choose_swap(None, 64, 8192, 1, 132, **kw)           # one row of 128x64 whole-K tiles fits
     assert not choose_swap(None, 1, 8192, 1, 132, **kw)
@@ -380,11 +380,11 @@ def test_swap_choice_rule():
 
 
 def test_trimmed_lines_rule():
-    """gemm_configs.trimmed_lines (the host half of kernels/gemm.cu's
+    """configs.trimmed_lines (the host half of kernels/gemm.cu's
     trimmed_lines): K-major operands with fewer rows than their tile get a
     box of round8(rows) lines; MN-major operands, full tiles and clusters
     keep the whole tile."""
-    from rawcoop.gemm_configs import GemmConfig, trimmed_lines
+    from rawcoop.plan.configs import GemmConfig, trimmed_lines
     cfg, pair = GemmConfig(64, True), GemmConfig(128, True, cluster_n=2)
     assert trimmed_lines(True, 16, 128, cfg) == 16
     assert trimmed_lines(True, 1, 64, cfg) == 8
@@ -464,7 +464,7 @@ def test_empty_nvrtc_log_leaves_shared_bytes_alone():
 
 
 def _uniform_consumer_configs():
-    from rawcoop import gemm_configs as g
+    from rawcoop.plan import configs as g
     return [g.GemmConfig(128, g.BF16, pingpong=True), g.GemmConfig(256, g.BF16), g.GemmConfig(128, g.FP16, False, False),
             g.GemmConfig(128, g.E4M3, scale_mode=1), g.GemmConfig(64, g.E4M3, scale_mode=1, pingpong=True),
             g.GemmConfig(256, g.E4M3), g.GemmConfig(128, g.TF32, out_type=2), g.GemmConfig(256, g.BF16, stream_k=True),

@@ -360,7 +360,7 @@ def test_fp8_vs_torch_scaled_mm(fa, fb, m, n, k):
     ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
 def test_fp8_auto_pingpong_one_wave(fa, fb, out_name, shape):
     """fp8 between one and two waves of 128x256 tiles with the second 20-80%
-    full and K <= 6144 (48 k-blocks of 128: gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS,
+    full and K <= 6144 (48 k-blocks of 128: configs.PINGPONG_ONE_WAVE_K_BLOCKS,
     stop 26): the automatic plan is ping-pong 128x128 (on a 132-SM GPU), right
     against float64 of the dequantised inputs with a NaN-poisoned output,
     deterministic; e4m3 with C, a bias and gelu too."""

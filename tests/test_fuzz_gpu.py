@@ -1,4 +1,4 @@
-"""The GEMM fuzzer (rawcoop/_fuzz.py; longer runs: bench/fuzz.py).
+"""The GEMM fuzzer (rawcoop/fuzzer.py; longer runs: bench/fuzz.py).
 
 GPU (marker gpu): >= 1000 seeded problems across shapes, layouts, input
 kinds (float16, bfloat16, tf32, fp8 e4m3/e5m2/mixed with per-tensor scales,
@@ -26,27 +26,28 @@ from pathlib import Path
 
 import pytest
 
-from rawcoop import _fuzz, gemm_configs
+from rawcoop.plan import configs
+from bench import fuzzer
 
-SEED = int(os.environ.get("RAWCOOP_FUZZ_SEED", _fuzz.DEFAULT_SEED))
+SEED = int(os.environ.get("RAWCOOP_FUZZ_SEED", fuzzer.DEFAULT_SEED))
 COUNT = max(1000, int(os.environ.get("RAWCOOP_FUZZ_COUNT", "1000")))
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.gpu
 def test_fuzz_against_float64_reference():
-    probs = _fuzz.problems(SEED, COUNT)
-    specs, report = _fuzz.prewarm(probs)
+    probs = fuzzer.problems(SEED, COUNT)
+    specs, report = fuzzer.prewarm(probs)
     assert report is None or not report.failed, [o.spec.label for o in report.failed]
     failures = []
     worst = {}
     for p in probs:
-        o = _fuzz.check(p)
+        o = fuzzer.check(p)
         if o.ok and o.ratio > worst.get(p.kind, (-1.0, None))[0]:
             worst[p.kind] = (o.ratio, p.index)
         if not o.ok:
             failures.append(o.line())
-            if not _fuzz.device_ok():
+            if not fuzzer.device_ok():
                 failures.append(f"(stopped after case {p.index}: the CUDA context is broken)")
                 break
     print("\n  largest error/tolerance per input kind: " +
@@ -59,22 +60,22 @@ def test_fuzz_against_float64_reference():
 def _digest(seed, count):
     h = hashlib.sha256()
     for i in range(count):
-        h.update(repr(_fuzz.draw(seed, i)).encode())
+        h.update(repr(fuzzer.draw(seed, i)).encode())
     return h.hexdigest()
 
 
 def test_draw_is_deterministic_and_index_addressable():
-    a = _fuzz.problems(SEED, 300)
-    _fuzz.recipes.cache_clear()
-    b = [_fuzz.draw(SEED, i) for i in reversed(range(300))][::-1]
+    a = fuzzer.problems(SEED, 300)
+    fuzzer.recipes.cache_clear()
+    b = [fuzzer.draw(SEED, i) for i in reversed(range(300))][::-1]
     assert a == b
-    assert _fuzz.problems(SEED, 50, start=250) == a[250:]
-    assert _fuzz.draw(SEED + 1, 7) != _fuzz.draw(SEED, 7)
+    assert fuzzer.problems(SEED, 50, start=250) == a[250:]
+    assert fuzzer.draw(SEED + 1, 7) != fuzzer.draw(SEED, 7)
 
 
 def test_draw_is_the_same_in_another_process():
-    code = ("import hashlib, sys; sys.path.insert(0, sys.argv[1]); from rawcoop import _fuzz; h = hashlib.sha256()\n"
-            f"for i in range(400): h.update(repr(_fuzz.draw({SEED}, i)).encode())\n"
+    code = ("import hashlib, sys; sys.path.insert(0, sys.argv[1]); from bench import fuzzer; h = hashlib.sha256()\n"
+            f"for i in range(400): h.update(repr(fuzzer.draw({SEED}, i)).encode())\n"
             "print(h.hexdigest())")
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code, str(ROOT)], env=env, capture_output=True, text=True,
@@ -83,8 +84,8 @@ def test_draw_is_the_same_in_another_process():
 
 
 def test_reproducer_is_one_line_naming_seed_and_case():
-    p = _fuzz.draw(SEED, 123)
-    line = _fuzz.reproducer(p)
+    p = fuzzer.draw(SEED, 123)
+    line = fuzzer.reproducer(p)
     assert "\n" not in line
     assert line.startswith(f"python bench/fuzz.py --seed {SEED} --case 123  # ")
     assert f"{p.m}x{p.n}x{p.k}" in line
@@ -104,13 +105,13 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
     which changed those lines (digest updated)."""
     from dataclasses import replace
     from test_regressions_gpu import _case_831
-    assert _fuzz.draw(7, 831) == _case_831()
-    drawn = [p for p in _fuzz.problems(_fuzz.DEFAULT_SEED, 1000) if p.kind == "16bit"]
+    assert fuzzer.draw(7, 831) == _case_831()
+    drawn = [p for p in fuzzer.problems(fuzzer.DEFAULT_SEED, 1000) if p.kind == "16bit"]
     assert any(p.streamk for p in drawn) and any(p.block_m for p in drawn)
     assert any(p.block_n == 192 and p.block_m is None for p in drawn)           # 128x192 (stop 31)
-    assert any(p.block_n in gemm_configs.NARROW_BOX_NS for p in drawn)           # 128x144..240 (stop 33)
-    pool = _fuzz.recipes(_fuzz.DEFAULT_SEED)
-    lines = [_fuzz.reproducer(replace(p, streamk=False, block_m=None, block_n=pool[p.recipe].block_n))
+    assert any(p.block_n in configs.NARROW_BOX_NS for p in drawn)           # 128x144..240 (stop 33)
+    pool = fuzzer.recipes(fuzzer.DEFAULT_SEED)
+    lines = [fuzzer.reproducer(replace(p, streamk=False, block_m=None, block_n=pool[p.recipe].block_n))
              for p in drawn]
     assert len(lines) == 554
     assert hashlib.sha256("\n".join(lines).encode()).hexdigest() == \
@@ -119,26 +120,26 @@ def test_16bit_draws_are_those_from_before_tf32_and_fp8():
 
 @pytest.fixture(scope="module")
 def draws():
-    return _fuzz.problems(SEED, 1000)
+    return fuzzer.problems(SEED, 1000)
 
 
 def test_draws_are_legal_for_gemm(draws):
     """gemm's own stride/layout checks pass on every drawn geometry and the
     kernel configuration exists (no ValueError/TypeError by construction);
     fp32 outputs come with column-major C and forced swap-AB too (stop 22)."""
-    from rawcoop import gemm_configs
+    from rawcoop.plan import configs
     fp32_colmajor = 0
     for p in draws:
-        cfg = _fuzz.predicted_config(p)            # raises ValueError like gemm's validation would
+        cfg = fuzzer.predicted_config(p)            # raises ValueError like gemm's validation would
         if p.out_dtype == "float32" and (p.c_kind == "col" or p.swap):
             fp32_colmajor += 1
             assert cfg.c_colmajor or cfg.d_colmajor, cfg.spec.label
-        wide = gemm_configs.BLOCK_NS + ((192, *gemm_configs.NARROW_BOX_NS)
-                                        if gemm_configs.ELEMENT_BYTES[cfg.in_kind] == 2 else ())
-        assert cfg.block_n in (wide if cfg.block_m == gemm_configs.BLOCK_M else gemm_configs.TALL_BLOCK_NS)
-        assert cfg.smem_bytes <= gemm_configs.SMEM_LIMIT
+        wide = configs.BLOCK_NS + ((192, *configs.NARROW_BOX_NS)
+                                        if configs.ELEMENT_BYTES[cfg.in_kind] == 2 else ())
+        assert cfg.block_n in (wide if cfg.block_m == configs.BLOCK_M else configs.TALL_BLOCK_NS)
+        assert cfg.smem_bytes <= configs.SMEM_LIMIT
         assert p.cluster in (None, 2, (1, 2)) and (p.cluster != 2 or p.block_n in (128, 256,
-                                                                               *gemm_configs.NARROW_BOX_NS))
+                                                                               *configs.NARROW_BOX_NS))
         assert p.m >= 1 and p.n >= 1 and p.k >= 1
         if p.out_kind == "inplace":
             assert p.c_kind == "row" and not p.c_2d
@@ -147,22 +148,22 @@ def test_draws_are_legal_for_gemm(draws):
         else:
             assert p.beta != 0.0
         if p.kind == "16bit":
-            assert p.in_dtype in _fuzz.IN_DTYPES and p.b_dtype is None and p.scales == "none"
+            assert p.in_dtype in fuzzer.IN_DTYPES and p.b_dtype is None and p.scales == "none"
             continue
         # tf32 / fp8: K-major A and B, 16-byte pitches, a 16-bit or float32 bias, legal scales and tiles
         assert (p.a_layout, p.b_layout) == ("row", "col")
         assert p.bias_dtype in (None, "float32", "float16", "bfloat16")
-        lay = _fuzz.layouts(p)
+        lay = fuzzer.layouts(p)
         for name, kaxis in (("a", -1), ("b", -2)):          # unit stride along K, 16-byte pitch
             shape, strides, dt = lay[name]
-            assert strides[kaxis] == _fuzz._np_dtype(dt).itemsize and strides[-3 - kaxis] % 16 == 0, (name, p)
+            assert strides[kaxis] == fuzzer._np_dtype(dt).itemsize and strides[-3 - kaxis] % 16 == 0, (name, p)
         if p.kind == "tf32":
             assert p.in_dtype == "float32" and p.scales == "none" and p.fp8_storage is None
             continue
-        assert p.in_dtype in _fuzz.FP8_FORMATS and p.b_in_dtype in _fuzz.FP8_FORMATS
-        assert p.fp8_storage in _fuzz.FP8_STORAGES and p.a_pad % 16 == 0 and p.b_pad % 16 == 0
+        assert p.in_dtype in fuzzer.FP8_FORMATS and p.b_in_dtype in fuzzer.FP8_FORMATS
+        assert p.fp8_storage in fuzzer.FP8_STORAGES and p.a_pad % 16 == 0 and p.b_pad % 16 == 0
         if p.kind == "fp8":
-            assert p.scales in _fuzz.SCALE_KINDS and p.k <= _fuzz.FP8_MAX_K
+            assert p.scales in fuzzer.SCALE_KINDS and p.k <= fuzzer.FP8_MAX_K
             assert 2.0 ** -12 <= p.scale_a <= 2.0 ** 8 and 2.0 ** -12 <= p.scale_b <= 2.0 ** 8
         else:
             assert p.scales == "block" and p.block_n in (None, 64, 128) and not p.swap
@@ -182,11 +183,11 @@ def test_draws_plan_on_the_cpu_as_predicted(draws, monkeypatch):
     from test_lowp_host import StubArray, build, stub_planning
     stub_planning(monkeypatch)
     for p in draws:
-        arrays = {name: StubArray(shape, dt, strides=st) for name, (shape, st, dt) in _fuzz.layouts(p).items()}
+        arrays = {name: StubArray(shape, dt, strides=st) for name, (shape, st, dt) in fuzzer.layouts(p).items()}
         if p.out_kind == "inplace":
             arrays["out"] = arrays["c"]
-        plan = build(arrays["a"], arrays["b"], **_fuzz.call_kwargs(p, arrays))
-        assert plan.cfg == _fuzz.predicted_config(p), _fuzz.reproducer(p)
+        plan = build(arrays["a"], arrays["b"], **fuzzer.call_kwargs(p, arrays))
+        assert plan.cfg == fuzzer.predicted_config(p), fuzzer.reproducer(p)
 
 
 def test_draws_cover_every_category(draws):
@@ -194,18 +195,18 @@ def test_draws_cover_every_category(draws):
             ("shape_class", "batch_kind", "in_dtype", "a_layout", "b_layout", "out_dtype", "c_kind", "bias",
              "activation", "out_kind", "splits", "block_n", "swap", "cluster", "group", "pdl", "c_2d", "kind")}
     sixteen = [p for p in draws if p.kind == "16bit"]
-    assert set(seen["shape_class"]) == set(_fuzz.SHAPE_CLASSES)
-    assert set(seen["batch_kind"]) == set(_fuzz.BATCH_KINDS)
-    assert set(seen["in_dtype"]) == set(_fuzz.IN_DTYPES) | {"float32"} | set(_fuzz.FP8_FORMATS)
-    assert set(seen["out_dtype"]) == set(_fuzz.OUT_DTYPES)
-    assert {(p.in_dtype, p.out_dtype) for p in sixteen} == {(i, o) for i in _fuzz.IN_DTYPES for o in _fuzz.OUT_DTYPES}
+    assert set(seen["shape_class"]) == set(fuzzer.SHAPE_CLASSES)
+    assert set(seen["batch_kind"]) == set(fuzzer.BATCH_KINDS)
+    assert set(seen["in_dtype"]) == set(fuzzer.IN_DTYPES) | {"float32"} | set(fuzzer.FP8_FORMATS)
+    assert set(seen["out_dtype"]) == set(fuzzer.OUT_DTYPES)
+    assert {(p.in_dtype, p.out_dtype) for p in sixteen} == {(i, o) for i in fuzzer.IN_DTYPES for o in fuzzer.OUT_DTYPES}
     assert {(p.a_layout, p.b_layout) for p in sixteen} == {(a, b) for a in ("row", "col") for b in ("row", "col")}
-    assert set(seen["c_kind"]) == set(_fuzz.C_KINDS)
-    assert set(seen["bias"]) == set(_fuzz.BIAS_KINDS) | {"float16", "bfloat16"}
-    assert set(seen["activation"]) == set(_fuzz.ACTIVATIONS)
-    assert set(seen["out_kind"]) == set(_fuzz.OUT_KINDS)
+    assert set(seen["c_kind"]) == set(fuzzer.C_KINDS)
+    assert set(seen["bias"]) == set(fuzzer.BIAS_KINDS) | {"float16", "bfloat16"}
+    assert set(seen["activation"]) == set(fuzzer.ACTIVATIONS)
+    assert set(seen["out_kind"]) == set(fuzzer.OUT_KINDS)
     assert {None, 1, 2, 3, 4} <= set(seen["splits"])
-    assert set(seen["block_n"]) == {None, 64, 128, 192, 256, *gemm_configs.NARROW_BOX_NS}   # 192: 128x192 (stop
+    assert set(seen["block_n"]) == {None, 64, 128, 192, 256, *configs.NARROW_BOX_NS}   # 192: 128x192 (stop
     # 31); 144..240: the widths between the multiples of 64 (stop 33)
     assert set(seen["swap"]) == {None, True, False}
     assert seen["cluster"][2] >= 10
@@ -225,21 +226,21 @@ def test_draws_cover_every_category(draws):
     assert sum(p.m <= 64 < p.n for p in draws) >= 100            # swap-AB territory
     # with every batch kind and each operand layout (16-bit: the layouts tf32/fp8 do not take)
     assert {(p.batch_kind, p.a_layout, p.b_layout) for p in sixteen} >= {
-        (k, a, b) for k in _fuzz.BATCH_KINDS if k != "none" for a in ("row", "col") for b in ("row", "col")}
+        (k, a, b) for k in fuzzer.BATCH_KINDS if k != "none" for a in ("row", "col") for b in ("row", "col")}
 
 
 def test_draws_cover_every_input_kind(draws):
     """tf32, fp8 per-tensor (e4m3, e5m2, mixed; both storage policies; every
     kind of scale) and block-scaled fp8 (with split-K, both clusters, the
     128x64 ping-pong tile), in several shapes, batches and epilogues."""
-    by = {k: [p for p in draws if p.kind == k] for k in _fuzz.KINDS}
-    assert all(len(by[k]) >= 50 for k in _fuzz.KINDS), {k: len(v) for k, v in by.items()}
+    by = {k: [p for p in draws if p.kind == k] for k in fuzzer.KINDS}
+    assert all(len(by[k]) >= 50 for k in fuzzer.KINDS), {k: len(v) for k, v in by.items()}
     assert len(by["16bit"]) >= 500
     fp8 = by["fp8"] + by["block"]
     pairs = {(p.in_dtype, p.b_in_dtype) for p in by["fp8"]}
     assert {("e4m3", "e4m3"), ("e5m2", "e5m2")} <= pairs and pairs & {("e4m3", "e5m2"), ("e5m2", "e4m3")}
-    assert {p.fp8_storage for p in by["fp8"]} == {p.fp8_storage for p in by["block"]} == set(_fuzz.FP8_STORAGES)
-    assert {p.scales for p in by["fp8"]} == set(_fuzz.SCALE_KINDS)
+    assert {p.fp8_storage for p in by["fp8"]} == {p.fp8_storage for p in by["block"]} == set(fuzzer.FP8_STORAGES)
+    assert {p.scales for p in by["fp8"]} == set(fuzzer.SCALE_KINDS)
     assert {p.scales for p in by["block"]} == {"block"} and any(p.sb_colmajor for p in by["block"])
     blk = by["block"]
     assert sum((p.splits or 1) > 1 for p in blk) >= 5                                   # forced split-K
@@ -249,17 +250,17 @@ def test_draws_cover_every_input_kind(draws):
     assert any(p.m <= 64 < p.n for p in blk)                                             # small M, unswapped
     for k in ("tf32", "fp8", "block"):
         ps = by[k]
-        assert {p.out_dtype for p in ps} == set(_fuzz.OUT_DTYPES), k
-        assert any(p.out_dtype == _fuzz._DEFAULT_OUT[k] for p in ps), k                  # out_dtype=None
+        assert {p.out_dtype for p in ps} == set(fuzzer.OUT_DTYPES), k
+        assert any(p.out_dtype == fuzzer._DEFAULT_OUT[k] for p in ps), k                  # out_dtype=None
         assert any(p.batched for p in ps) and any(p.c_kind in ("row", "col") for p in ps), k
         assert any(p.k % (16 if k != "tf32" else 4) for p in ps), k                   # K needing a padded pitch
     assert {p.bias_dtype for p in by["tf32"] + fp8} >= {"float32", "float16", "bfloat16"}
-    assert any(p.k > _fuzz.FP8_MAX_K for p in by["tf32"]) and any(p.k > _fuzz.FP8_MAX_K for p in blk)
+    assert any(p.k > fuzzer.FP8_MAX_K for p in by["tf32"]) and any(p.k > fuzzer.FP8_MAX_K for p in blk)
     assert any(p.a_exp > 0 for p in fp8) and any(p.a_exp < 0 for p in fp8) and any(p.b_exp > 2 for p in fp8)
 
 
 def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
-    cfgs = Counter(_fuzz.predicted_config(p) for p in draws)
+    cfgs = Counter(fuzzer.predicted_config(p) for p in draws)
     # each costs one NVRTC compile on the GPU host (~0.1-0.5 s, in parallel by the pre-warm); tf32/fp8
     # recipes re-interpret 16-bit ones (no new recipes), so the count stays about what it was (~100-115),
     # plus the 192-row tiles' (stop 19: 162 in all), plus 128x192 (stop 31: 204), plus the widths between the
@@ -271,7 +272,7 @@ def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
              ("block_n", "in_bf16", "a_kmajor", "b_kmajor", "out_type", "has_c", "c_colmajor", "d_colmajor",
               "bias", "bias_on_rows", "act", "cluster_m", "cluster_n", "pingpong", "in_kind", "scale_mode")}
     assert cover["block_n"] >= {64, 128, 192, 256} and cover["block_n"] - {64, 128, 192, 256} <= set(
-        gemm_configs.NARROW_BOX_NS) and len(cover["block_n"]) > 4
+        configs.NARROW_BOX_NS) and len(cover["block_n"]) > 4
     assert cover["out_type"] == {0, 1, 2}
     assert cover["bias"] == {0, 1, 2, 3}
     assert cover["act"] == {0, 1, 2, 3}
@@ -303,4 +304,4 @@ def test_bench_fuzz_cli_help_and_list():
         assert flag in r.stdout
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "fuzz.py"), "--list", "--count", "3", "--seed", "5"],
                        capture_output=True, text=True, check=True)
-    assert r.stdout.splitlines() == [_fuzz.reproducer(_fuzz.draw(5, i)) for i in range(3)]
+    assert r.stdout.splitlines() == [fuzzer.reproducer(fuzzer.draw(5, i)) for i in range(3)]

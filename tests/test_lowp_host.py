@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from rawcoop import gemm_configs as gc
+from rawcoop.plan import configs as gc
 from rawcoop import operands
 from rawcoop import tma
 
@@ -470,7 +470,7 @@ def test_torch_fp8_tensors_travel_as_uint8_views(monkeypatch):
         operands.as_cupy(cp, "a", Tensor(fake_torch.float8_e4m3fnuz))
 
 
-# ---------------------------------------------------------------- trimmed TMA boxes (gemm_configs.trimmed_lines)
+# ---------------------------------------------------------------- trimmed TMA boxes (configs.trimmed_lines)
 @pytest.mark.parametrize("m, n, kw, a_box, b_box", [
     (100, 4096, {}, (64, 104, 1), (64, 128, 1)),                     # M < 128: A's box trimmed to round8(M)
     (128, 4096, {}, (64, 128, 1), (64, 128, 1)),                     # full tile row: untouched

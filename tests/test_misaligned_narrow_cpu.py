@@ -1,4 +1,4 @@
-"""CPU: narrow widths in the misaligned-pitch rule's 2x1 pairs (gemm_configs.misaligned_narrow_width, stop 34)
+"""CPU: narrow widths in the misaligned-pitch rule's 2x1 pairs (configs.misaligned_narrow_width, stop 34)
 and the 16-bit many-waves ping-pong band switched off (PINGPONG_MANY_WAVES).
 
 Where a pitch is misaligned the plan runs 2x1 clusters (misaligned_pitch_config); since stop 34 their tile
@@ -11,7 +11,7 @@ off switch), that the chosen plan is the forced kernel, and that warm-up compile
 """
 import pytest
 
-from rawcoop import gemm_configs as gc, scheduler
+from rawcoop.plan import configs as gc, scheduler
 from test_cluster_cpu import _auto_cluster
 
 

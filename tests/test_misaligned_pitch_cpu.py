@@ -1,4 +1,4 @@
-"""CPU: the misaligned-pitch rule (gemm_configs.misaligned_pitch_config, stop 28).
+"""CPU: the misaligned-pitch rule (configs.misaligned_pitch_config, stop 28).
 
 An operand whose pitch (bytes between the lines TMA loads) is an odd multiple
 of 16 bytes makes every other 128-byte box line start inside a 32-byte L2
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from rawcoop import gemm_configs as gc
+from rawcoop.plan import configs as gc
 from test_cluster_cpu import _auto_cluster
 from test_lowp_host import BF16, E4M3, StubArray, build, stub_planning, tn
 

@@ -1,13 +1,13 @@
 """GPU: problems whose operand pitch is an odd multiple of 16 bytes run 128x256
-tiles in 2x1 clusters (gemm_configs.misaligned_pitch_config, stop 28).  The
+tiles in 2x1 clusters (configs.misaligned_pitch_config, stop 28).  The
 automatic plan is that configuration (on a 132-SM H100/H200), and its output is
 right against a float64 reference with a NaN-poisoned output and bit-identical
 when run again: 16-bit in all four layouts (ragged M and N, odd tile-row counts
 that leave a ghost half-pair), with C, alpha/beta, a bias and an activation,
 padded views whose pitch and not K decides, per-tensor fp8 and tf32; and where
-192x192 tiles fill the rounds better (gemm_configs.misaligned_tall_fits, stop 30), or pairs of a width
-between the multiples of 64 (gemm_configs.misaligned_narrow_width, stop 34), or 1x2 pairs where they
-take fewer rounds than 2x1 ones (gemm_configs.misaligned_pair_1x2, stop 41), that plan, checked the same
+192x192 tiles fill the rounds better (configs.misaligned_tall_fits, stop 30), or pairs of a width
+between the multiples of 64 (configs.misaligned_narrow_width, stop 34), or 1x2 pairs where they
+take fewer rounds than 2x1 ones (configs.misaligned_pair_1x2, stop 41), that plan, checked the same
 way."""
 import pytest
 
@@ -20,12 +20,12 @@ TOL = {"float16": 2e-3, "bfloat16": 1e-2}
 
 def _expect_rule(a, b, plan="wide", **kw):
     """The automatic plan (on a 132-SM GPU): "wide", the rule's 128x256 tiles in 2x1 clusters, "wide192",
-    its 128x192 pairs where 192-wide columns pad N less from K = 2048 (gemm_configs.misaligned_width_192_fits,
+    its 128x192 pairs where 192-wide columns pad N less from K = 2048 (configs.misaligned_width_192_fits,
     stop 33), "pairW", its 128xW pairs of a width between the multiples of 64
-    (gemm_configs.misaligned_narrow_width, stop 34), "tall", 192x192 tiles without a cluster where they
-    fill the rounds better (gemm_configs.misaligned_tall_fits), "short", the 192x128 plan the rule yields
-    to at short K (gemm_configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS), or "wide12", its 128x256 tiles in 1x2
-    clusters where those pairs take fewer rounds (gemm_configs.misaligned_pair_1x2, stop 41)."""
+    (configs.misaligned_narrow_width, stop 34), "tall", 192x192 tiles without a cluster where they
+    fill the rounds better (configs.misaligned_tall_fits), "short", the 192x128 plan the rule yields
+    to at short K (configs.MISALIGNED_SHORT_K_TALL_K_BLOCKS), or "wide12", its 128x256 tiles in 1x2
+    clusters where those pairs take fewer rounds (configs.misaligned_pair_1x2, stop 41)."""
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     cfg = _plan_for(a, b, **kw).cfg

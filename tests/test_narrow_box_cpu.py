@@ -1,4 +1,4 @@
-"""CPU: tiles between the multiples of 64 columns (gemm_configs.NARROW_BOX_NS: 128x144 ... 128x240,
+"""CPU: tiles between the multiples of 64 columns (configs.NARROW_BOX_NS: 128x144 ... 128x240,
 16-bit inputs, K-major B, row-major D; kernels/gemm.cu "Narrow boxes").  Every width compiles for both
 16-bit types, both A majornesses and every output type with 0 spills and its own wgmma shape; where the
 width is not a multiple of the output chunk the epilogue stores (and loads row-major C) in 32-byte-wide
@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 from test_lowp_host import BF16, StubArray, build, stub_planning, tn   # stub-CuPy planning
 
-from rawcoop import compiler, gemm_configs as gc, scheduler, tma
+from rawcoop import compiler, tma
+from rawcoop.plan import configs as gc, scheduler
 
 STORE = "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group"
 LOAD = "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes ["
@@ -175,7 +176,7 @@ def test_narrow_pad_slack_and_over_tall_switches(monkeypatch):
 def test_bench_shapes_keep_their_plans():
     """No shape of the bench's main suite takes a narrow width (their N are multiples of 256 that every
     narrow width pads more, or the model has them no shorter)."""
-    from rawcoop import bench
+    from bench import harness
     shapes = [tuple(map(int, s.split("x"))) for s in bench.DEFAULT_SHAPES]
     assert len(shapes) == 8
     for m, n, k in shapes:

@@ -1,4 +1,4 @@
-"""GPU: tiles between the multiples of 64 columns (``_block_n`` in gemm_configs.NARROW_BOX_NS, 128 rows,
+"""GPU: tiles between the multiples of 64 columns (``_block_n`` in configs.NARROW_BOX_NS, 128 rows,
 16-bit inputs, K-major b; kernels/gemm.cu "Narrow boxes": the epilogue stores 32-byte-wide TMA boxes so
 that a partial 64-column chunk never writes into the next tile).  Against a float64 reference with
 NaN-poisoned outputs (a box stored past its tile, or one not stored, shows): every width, both 16-bit
@@ -9,7 +9,7 @@ bias and activations, fp32 output (8-column boxes), batches, an output whose pit
 import pytest
 
 import gpu_helpers
-from rawcoop import gemm_configs
+from rawcoop.plan import configs
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +37,7 @@ def _check(m, n, k, kw, layout, dt_name, block_n, seed):
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
-@pytest.mark.parametrize("block_n", gemm_configs.NARROW_BOX_NS)
+@pytest.mark.parametrize("block_n", configs.NARROW_BOX_NS)
 @pytest.mark.parametrize("shape, kw", SHAPES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_narrow_widths_bf16_tn(shape, kw, block_n):
     """Every width on every shape (bf16, both operands K-major)."""

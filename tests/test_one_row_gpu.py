@@ -1,4 +1,4 @@
-"""GPU: the one-tile-row rule (gemm_configs.choose_block_n/choose_swap): M
+"""GPU: the one-tile-row rule (configs.choose_block_n/choose_swap): M
 <= 128 and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the
 whole K (no split-K, no swap-AB for M <= 64), with A's TMA box trimmed to
 round8(M) lines when A is K-major; for 120 <= M <= 128, A K-major and
@@ -17,10 +17,11 @@ TOL = {"float16": 7e-4, "bfloat16": 5e-3}
 
 
 def _expect_narrow(m, n):
-    from rawcoop import device, gemm_configs
+    from rawcoop import device
+    from rawcoop.plan import configs
     sms = device.info(0).sm_count
-    return (gemm_configs.tile_count(m, n, 128, 1) < sms
-            and gemm_configs.ONE_ROW_NARROW_FILL * sms <= gemm_configs.tile_count(m, n, 64, 1) <= sms)
+    return (configs.tile_count(m, n, 128, 1) < sms
+            and configs.ONE_ROW_NARROW_FILL * sms <= configs.tile_count(m, n, 64, 1) <= sms)
 
 
 @pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
@@ -51,14 +52,15 @@ def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     (128, 8448, 16384, "TT", False),
 ])
 def test_one_row_pair(m, n, k, layout, epilogue, dt_name):
-    """The paired one-row arrangement (gemm_configs.one_row_pair_fits): the
+    """The paired one-row arrangement (configs.one_row_pair_fits): the
     plan picks swap-AB with 128x64 tiles and 1x2 clusters; the NaN-poisoned
     output matches float64 (with C, a bias along N and gelu too), reruns are
     bit-identical, and so is the same swapped kernel without the cluster (the
     same tiles and K order: only which CTA loads each half of b changes)."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device, gemm_configs
+    from rawcoop import device
+    from rawcoop.plan import configs
     from rawcoop._reference import activation as activation64
     from rawcoop.gemm import _plan_for
     dt = gpu_helpers.dtype(dt_name)
@@ -69,7 +71,7 @@ def test_one_row_pair(m, n, k, layout, epilogue, dt_name):
         kw = dict(c=c, alpha=0.5, beta=-1.0, bias=bias, activation="gelu")
         ref = activation64(cp, 0.5 * ref - c.astype(cp.float64) + bias.astype(cp.float64), "gelu")
     plan = _plan_for(a, b, **kw)
-    if gemm_configs.one_row_narrow_fits(m, n, 1, device.info(0).sm_count):     # (depends on the SM count)
+    if configs.one_row_narrow_fits(m, n, 1, device.info(0).sm_count):     # (depends on the SM count)
         assert plan.colmajor_d and plan.cfg.block_n == 64 and plan.cfg.cluster == (1, 2), plan.cfg.spec.label
         assert plan.decomposition.splits == 1
 

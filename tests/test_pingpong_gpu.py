@@ -101,11 +101,11 @@ def test_pingpong_swap_ab_column_major_d(m):
     ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
 def test_auto_pingpong_one_wave_short_k(dtype, layout, shape):
     """Between one and two waves of 128x256 tiles with the second 20-80% full
-    and K <= 2048 (gemm_configs.PINGPONG_ONE_WAVE_K_BLOCKS, stop 25), the
+    and K <= 2048 (configs.PINGPONG_ONE_WAVE_K_BLOCKS, stop 25), the
     automatic plan is ping-pong 128x128 (on a 132-SM H100/H200), right
     against float64 with a NaN-poisoned output, deterministic; with C, a
     bias and an activation too.  The operands' padded pitches are multiples
-    of 32 bytes (an odd multiple of 16 takes gemm_configs.misaligned_pitch_config
+    of 32 bytes (an odd multiple of 16 takes configs.misaligned_pitch_config
     instead, stop 28: NN K = 1000 and TT 1400x4150x1030 did before)."""
     import cupy as cp
     import rawcoop

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.gpu
 def _case_831():
     """Seed 7 case 831 written out, so that later changes to the fuzzer's
     draw cannot change what this test runs."""
-    from rawcoop import _fuzz
-    return _fuzz.Problem(seed=7, index=831, recipe=47, shape_class="big", m=3001, n=1000, k=512,
+    from bench import fuzzer
+    return fuzzer.Problem(seed=7, index=831, recipe=47, shape_class="big", m=3001, n=1000, k=512,
                          batch_kind="none", batch=1, in_dtype="bfloat16", a_layout="col", b_layout="row",
                          a_pad=56, b_pad=56, out_dtype="float32", c_kind="row", c_2d=False, alpha=-1.0, beta=0.25,
                          bias="none", activation="relu", out_kind="exact", splits=None, block_n=None, swap=None,
@@ -25,11 +25,11 @@ def _case_831():
 
 @pytest.mark.parametrize("make", [_case_831], ids=["seed7-case831"])
 def test_fuzz_regression_case_repeated(make):
-    from rawcoop import _fuzz
+    from bench import fuzzer
     p = make()
     failures = []
     for run in range(12):
-        outcome = _fuzz.check(p)
+        outcome = fuzzer.check(p)
         if not outcome.ok:
             failures.append(f"run {run}: {outcome.line()}")
     assert not failures, "\n".join(failures)

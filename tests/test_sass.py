@@ -10,8 +10,8 @@ from sass_helpers import mainloop_ops, sass, spill_report
 
 
 def _configs():
-    from rawcoop import gemm_configs
-    return gemm_configs.all_configs()
+    from rawcoop.plan import configs
+    return configs.all_configs()
 
 
 @pytest.mark.parametrize("cfg", _configs(), ids=lambda c: c.spec.label)
@@ -25,8 +25,8 @@ def test_gemm_sass(cfg, tmp_path):
 
 
 def _uniform_configs():
-    from rawcoop import gemm_configs
-    cfgs = gemm_configs.all_configs() + gemm_configs.block_scaled_configs() + gemm_configs.lowp_configs()
+    from rawcoop.plan import configs
+    cfgs = configs.all_configs() + configs.block_scaled_configs() + configs.lowp_configs()
     # Ping-pong with clusters keeps the threadIdx-derived consumer index (UNIFORM_CONSUMER off: it spilled).
     return [c for c in cfgs if not (c.pingpong and c.cluster_size > 1)]
 
@@ -60,7 +60,7 @@ def test_block_scaled_mainloop_keeps_the_proxy_fence(tmp_path):
     read through the generic proxy before the producer's next TMA write.
     (Dropping the fence was measured in stop 16: 0.987-1.010, no gain; the
     switch is gone.)"""
-    from rawcoop import gemm_configs as g
+    from rawcoop.plan import configs as g
     cfg = g.GemmConfig(128, g.E4M3, scale_mode=1)
     plain = mainloop_ops(sass(cfg.spec, tmp_path))
     assert "MEMBAR" in plain and "QGMMA" in plain

@@ -19,8 +19,8 @@ def test_registers_at_launch(cfg):
 
 
 def _every_spec():
-    from rawcoop import gemm_configs
-    return gemm_configs.all_specs(everything=True)
+    from rawcoop.plan import configs
+    return configs.all_specs(everything=True)
 
 
 @pytest.mark.parametrize("spec", _every_spec(), ids=lambda s: s.label)

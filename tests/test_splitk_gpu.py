@@ -20,10 +20,11 @@ def _check(cp, d, ref, name):
 
 
 def _decomposition(m, n, k, swap=False, splits=None, block_n=None, batch=1):
-    from rawcoop import device, gemm_configs, scheduler
+    from rawcoop import device
+    from rawcoop.plan import configs, scheduler
     sms = device.info(0).sm_count
     km, kn = (n, m) if swap else (m, n)
-    bn = block_n or gemm_configs.choose_block_n(km, kn, batch, sms, k)
+    bn = block_n or configs.choose_block_n(km, kn, batch, sms, k)
     return scheduler.schedule(km, kn, 128, bn, sms, None, batch, k=k, splits=splits).decomposition
 
 
@@ -74,7 +75,7 @@ def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
     dec = plan.decomposition
     assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
     assert plan.colmajor_d == swap
-    if shape == (1024, 1024, 65536):              # gemm_configs.wide_split_k_fits: 128x256, 4 splits, spread
+    if shape == (1024, 1024, 65536):              # configs.wide_split_k_fits: 128x256, 4 splits, spread
         assert plan.cfg.block_n == 256 and dec.splits == 4 and dec.spread(plan.grid[0])
     if shape == (1408, 1000, 24576):              # wide_split_k_fits (a): 44 128x256 tiles in 3 splits, one round
         assert plan.cfg.block_n == 256 and dec.splits == 3 and dec.units == 132 and dec.spread(plan.grid[0])

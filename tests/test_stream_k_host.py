@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from rawcoop import scheduler
-from rawcoop.scheduler import Decomposition, decompose, decompose_stream_k
+from rawcoop.plan import scheduler
+from rawcoop.plan.scheduler import Decomposition, decompose, decompose_stream_k
 
 from test_cluster_cpu import _auto_cluster      # plan_config of a bf16 problem, plain epilogue, 132 SMs
 from test_lowp_host import build, stub_planning, tn   # noqa: F401  (stub CuPy planning)
@@ -211,7 +211,7 @@ def test_stream_k_empty_units_come_last():
 ])
 def test_stream_k_default_rule(monkeypatch, m, n, k, dt, want):
     """Stream-K is chosen by default exactly where the H200 measured it
-    faster (gemm_configs.choose_stream_k); the plan then has the STREAM_K
+    faster (configs.choose_stream_k); the plan then has the STREAM_K
     kernel, its workspace and no ping-pong."""
     stub_planning(monkeypatch)
     a, b = tn(m, n, k, dt)
@@ -226,7 +226,7 @@ def test_stream_k_default_rule(monkeypatch, m, n, k, dt, want):
 def test_stream_k_default_rule_exclusions(monkeypatch):
     """Never by default for fp8/tf32 (not measured), block-scaled, swap-AB,
     forced split-K, clusters or ping-pong."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     base = dict(block_n=256, tiles=2048, sm_count=132, in_kind=gc.BF16)
     assert gc.choose_stream_k(None, **base)
     for kw in (dict(in_kind=gc.E4M3), dict(in_kind=gc.TF32), dict(swap=True), dict(block=True), dict(splits=1),
@@ -455,7 +455,7 @@ def test_tail_split_rule():
 def test_models_keep_their_tail_splits():
     """The rules' models (schedule_cost, wide_split_k_fits) keep the tail splits they were calibrated
     with (at most MAX_SPLITS): the kernels' longer tails do not move their choices."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     assert gc.schedule_cost(2880, 1408, 8192, 132, 128, 256, split_tail_overhead=0.5) == \
         (1 + 1 / 4 + 0.5 * 3 / 4) * 128 * 256
     assert gc.schedule_cost(1792, 2560, 10240, 132, 128, 256) == (1 + 1 / 4) * 128 * 256
@@ -491,20 +491,20 @@ def test_spread_split_k_workspace_in_plans(monkeypatch):
 @pytest.mark.parametrize("b_kmajor", [True, False])
 def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajor):
     """A plain 16-bit GEMM (no C, bias or activation) runs a kernel that
-    `python -m rawcoop warmup` (gemm_configs.all_configs) compiles, whatever
+    `python -m rawcoop warmup` (configs.all_configs) compiles, whatever
     tile, decomposition, ping-pong or swap-AB the rules pick.  (Swap-AB plans
     used to name BIAS_ON_ROWS=1 without a bias: a kernel nothing warmed.)"""
     from test_lowp_host import StubArray
-    from rawcoop import gemm_configs
+    from rawcoop.plan import configs
     stub_planning(monkeypatch)
     m, n, k = mnk
     a, b = tn(m, n, k, dt)
     if not b_kmajor:
         b = StubArray((k, n), b.dtype)
     plan = build(a, b)
-    assert plan.cfg.spec in set(gemm_configs.all_specs()), plan.cfg.spec.label
-    kind = gemm_configs.IN_KINDS[dt]
-    assert gemm_configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
+    assert plan.cfg.spec in set(configs.all_specs()), plan.cfg.spec.label
+    kind = configs.IN_KINDS[dt]
+    assert configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
 
 
 def test_stream_k_with_no_full_wave_switch(monkeypatch):
@@ -512,7 +512,7 @@ def test_stream_k_with_no_full_wave_switch(monkeypatch):
     sample with losses to -9%, not adopted): with it, 128x256 tiles filling >= WIDE_TILES_FILL of the SMs
     and no full wave stream-K from that many k-blocks; tall tiles are weighed against the data-parallel
     plan, not the stream-K one (192x128 beat it by 10-41%)."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     base = dict(block_n=256, tiles=112, sm_count=132, in_kind=gc.BF16, k_blocks=296)
     assert gc.STREAM_K_ONE_WAVE_MIN_K_BLOCKS == 0 and not gc.choose_stream_k(None, **base)
     assert not _auto_cluster(1024, 3584, 18944).stream_k
@@ -534,7 +534,7 @@ def test_stream_k_model_overhead(monkeypatch):
     its share of the SMs in schedule_cost; 0 prices it at its share): it raises only stream-K schedules
     with a partial wave, and moves e.g. 13656x352x12544 TT from 128x256 stream-K (at 0) to 192x128 tiles
     (measured +38%, bf16, stop 31)."""
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     assert gc.STREAM_K_MODEL_OVERHEAD == 0.25
     monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)      # (with it, 128x192 stream-K at overhead 0 here)
 

@@ -27,7 +27,8 @@ def _operands(cp, m, n, k, dt, layout, seed, batch=None):
 
 
 def _decomposition(m, n, k, block_n, batch=1):
-    from rawcoop import device, scheduler
+    from rawcoop import device
+    from rawcoop.plan import scheduler
     return scheduler.schedule(m, n, 128, block_n, device.info(0).sm_count, None, batch, k=k,
                               stream_k=True).decomposition
 
@@ -93,7 +94,7 @@ def test_stream_k_bit_identical_reruns_and_close_to_data_parallel():
 
 @pytest.mark.parametrize("m,n,k,dt_name", [(4096, 8192, 8192, "bfloat16"), (1792, 3840, 8192, "float16")])
 def test_stream_k_chosen_by_default_is_bit_identical_and_correct(m, n, k, dt_name):
-    """Where gemm_configs.choose_stream_k picks stream-K by default (7 or 1
+    """Where configs.choose_stream_k picks stream-K by default (7 or 1
     full waves of 128x256 tiles, the last 59-76% full), the plan has it, the
     result matches float64, and 10 reruns are bit-identical (issue 5)."""
     import cupy as cp

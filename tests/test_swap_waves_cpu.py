@@ -1,5 +1,5 @@
 """CPU: swap-AB for large problems whose tile grid over N x M quantises
-into fewer waves than the one over M x N (gemm_configs.swap_waves_limit,
+into fewer waves than the one over M x N (configs.swap_waves_limit,
 SWAP_WAVES_RATIO, SWAP_WAVES_TALL_RATIO_LOWP; bench/NOTES.md stops 22-23:
 fp16/bf16, then tf32 and per-tensor fp8).
 The rule's scope, its choice on the shapes it was measured on, the fuzzer's
@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from rawcoop import gemm_configs as gc
+from rawcoop.plan import configs as gc
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
 """GPU: large problems that rawcoop.gemm runs swap-AB because the tile grid
-over N x M quantises into fewer waves (gemm_configs.swap_waves_limit; stop 22
+over N x M quantises into fewer waves (configs.swap_waves_limit; stop 22
 fp16/bf16, stop 23 tf32 and per-tensor fp8, stop 24 fp16/bf16 with fp32 output
 and no swap onto a larger grid).  The automatic plan is the swapped one (on a 132-SM H100/H200, where
 the rule's shapes were measured), and its output is right against a float64

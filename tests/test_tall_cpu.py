@@ -2,13 +2,14 @@
 (kernels/gemm.cu "Tall tiles").  The configuration rules and their errors,
 shared memory and threads, the PTX (setmaxnreg 152, 512 threads, a third C
 loader and named barrier), the schedule's split-K slots (three per tile), the
-plan rawcoop.gemm builds, and the automatic choice (gemm_configs.choose_tall)
+plan rawcoop.gemm builds, and the automatic choice (configs.choose_tall)
 on the shapes it was measured on."""
 import pytest
 from test_lowp_host import BF16, build, stub_planning, tn   # stub-CuPy planning
 from test_swap_waves_cpu import without_lowp_pingpong_rules
 
-from rawcoop import compiler, gemm_configs as gc, scheduler
+from rawcoop import compiler
+from rawcoop.plan import configs as gc, scheduler
 
 TALL = [c for c in gc.all_configs() + gc.epilogue_configs() if c.block_m == gc.TALL_BLOCK_M]
 

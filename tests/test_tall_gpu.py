@@ -1,5 +1,5 @@
 """GPU: 192-row ("tall") tiles - three consumer warpgroups of 64 rows each
-(``_block_m=192``, and gemm_configs.choose_tall's automatic choice).  Against
+(``_block_m=192``, and configs.choose_tall's automatic choice).  Against
 a float64 reference with NaN-poisoned outputs: four layouts, both 16-bit
 types, 192- and 128-wide tiles, ragged M/N/K (M not a multiple of 192, N under
 one tile), C row- and column-major with bias and activations, fp32 output,
@@ -85,19 +85,20 @@ def test_tall_tiles_batched_and_swapped():
 @pytest.mark.parametrize("shape, block_n", [((1536, 1536, 4096), 192), ((768, 1536, 32768), 192),
                                             ((1536, 1024, 16384), 128)], ids=str)
 def test_auto_tall_tiles(shape, block_n, dt_name):
-    """gemm_configs.choose_tall: the plan picks 192-row tiles here (split-K in
+    """configs.choose_tall: the plan picks 192-row tiles here (split-K in
     one round where the tiles are few), and the result is right and
     deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device, gemm_configs
+    from rawcoop import device
+    from rawcoop.plan import configs
     from rawcoop.gemm import _plan_for
     m, n, k = shape
     dt = gpu_helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 41)
     plan = _plan_for(a, b)
     if device.info(0).sm_count == 132:          # (the rule's model depends on the SM count)
-        assert (plan.cfg.block_m, plan.cfg.block_n) == (gemm_configs.TALL_BLOCK_M, block_n), plan.cfg.spec.label
+        assert (plan.cfg.block_m, plan.cfg.block_n) == (configs.TALL_BLOCK_M, block_n), plan.cfg.spec.label
     d = gpu_helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
     gpu_helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 

@@ -4,7 +4,8 @@ spills; without it no kernel carries them.  Its option parser."""
 import pytest
 
 import gpu_helpers
-from rawcoop import compiler, gemm_configs as gc
+from rawcoop import compiler
+from rawcoop.plan import configs as gc
 from rawcoop.compiler import KernelSpec
 
 

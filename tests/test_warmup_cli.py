@@ -168,7 +168,7 @@ def test_warmup_sets_cover_the_automatic_plans():
     which stop 26 found missing from both sets) included."""
     import random
 
-    from rawcoop import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     default, everything = set(gc.all_specs()), set(gc.all_specs(everything=True))
     layouts = list(gc.LAYOUTS.values())
     rng = random.Random(26)

@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_watchdog_compiles_into_the_kernels(monkeypatch):
-    from rawcoop import compiler, gemm_configs
-    spec = gemm_configs.GemmConfig(128, True, True, True).spec
+    from rawcoop import compiler
+    from rawcoop.plan import configs
+    spec = configs.GemmConfig(128, True, True, True).spec
     plain = compiler.compile_spec(spec, want_ptx=True)
     assert "trap;" not in plain.ptx and "vprintf" not in plain.ptx
     monkeypatch.setenv("RAWCOOP_WATCHDOG", "1")

@@ -2,7 +2,7 @@
 less and the model's schedule is no longer; the kernels it picks are in the warm-up set and compile."""
 import pytest
 
-from rawcoop import gemm_configs as gc
+from rawcoop.plan import configs as gc
 
 KW = dict(use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
 

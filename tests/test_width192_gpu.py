@@ -1,5 +1,5 @@
 """GPU: 128x192 tiles (``_block_n=192`` on 128 rows, 16-bit inputs; since stop 31 also
-gemm_configs.choose_width_192's automatic choice where WIDTH_192_RATIO is set).  Against a float64
+configs.choose_width_192's automatic choice where WIDTH_192_RATIO is set).  Against a float64
 reference with NaN-poisoned outputs: four layouts (B's MN-major 64-wide atoms: three per tile), both
 16-bit types, ragged M/N/K (N under one tile, N between 128 and 192, M not a multiple of 128),
 split-K spread and chained, stream-K, C row- and column-major with bias and activations, fp32 output,
@@ -69,7 +69,8 @@ def test_auto_width_192(layout, dt_name):
     deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device, gemm_configs
+    from rawcoop import device
+    from rawcoop.plan import configs
     from rawcoop.gemm import _plan_for
     m, n, k = 5248, 576, 2304
     dt = gpu_helpers.dtype(dt_name)

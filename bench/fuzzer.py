@@ -98,8 +98,8 @@ import struct
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 
-from . import gemm_configs
-from ._reference import activation as activation64
+from rawcoop.plan import configs
+from rawcoop._reference import activation as activation64
 
 TOL = {"float16": 7e-4, "bfloat16": 5e-3, "float32": 2e-5}
 """Relative Frobenius error tolerance by output dtype (tests/test_gemm_full_gpu.py)."""
@@ -184,7 +184,7 @@ TALL_SHARE = 0.12
 WIDE192_SHARE = 0.10
 """Share of 16-bit cases that force 128x192 tiles (``_block_n=192``, since stop 31) where they are allowed."""
 NARROW_SHARE = 0.10
-"""Share of 16-bit cases that force a width between the multiples of 64 (gemm_configs.NARROW_BOX_NS, since
+"""Share of 16-bit cases that force a width between the multiples of 64 (configs.NARROW_BOX_NS, since
 stop 33) where it is allowed: K-major b, not swapped, no 1x2 cluster or ping-pong."""
 
 
@@ -536,7 +536,7 @@ def draw(seed: int, index: int) -> Problem:
     narrow = (nr.random() < NARROW_SHARE and not lowp and not tall and not wide192 and rec.b_layout == "col"
               and rec.swap is not True and (rec.swap is False or m > 64) and rec.cluster in (None, 2)
               and not rec.pingpong)
-    block_n = nr.choice(gemm_configs.NARROW_BOX_NS) if narrow else 192 if wide192 else rec.block_n
+    block_n = nr.choice(configs.NARROW_BOX_NS) if narrow else 192 if wide192 else rec.block_n
     return Problem(seed=seed, index=index, recipe=index % POOL_SIZE, shape_class=cls, m=m, n=n, k=k,
                    batch_kind=batch_kind, batch=batch, in_dtype=in_dtype, a_layout=rec.a_layout,
                    b_layout=rec.b_layout, a_pad=a_pad, b_pad=b_pad, out_dtype=out_dtype, c_kind=c_kind, c_2d=c_2d,
@@ -756,7 +756,7 @@ class _Stub:
 
 def _np_dtype(name: str):
     """numpy dtype of a dtype name (also "e4m3"/"e5m2" and the ml_dtypes names)."""
-    from .operands import np_dtype
+    from rawcoop.operands import np_dtype
     return np_dtype(_FP8_NAMES.get(name, name))
 
 
@@ -795,15 +795,15 @@ def call_kwargs(p: Problem, arrays: dict) -> dict:
 
 
 def predicted_config(p: Problem, sm_count: int = 132):
-    """The :class:`~rawcoop.gemm_configs.GemmConfig` ``rawcoop.gemm`` should
+    """The :class:`~rawcoop.plan.configs.GemmConfig` ``rawcoop.gemm`` should
     pick for ``p`` (no tuned table), without a GPU: gemm's own input-kind
     and layout classification on the drawn dtypes and strides, then the
-    configuration function gemm itself calls (gemm_configs.plan_config).  Also
+    configuration function gemm itself calls (configs.plan_config).  Also
     checks on the CPU what gemm validates about kinds, strides and forced
     options (raises TypeError/ValueError like gemm would).  The CPU tests
     compare it with the configuration of gemm's real plan on stub arrays."""
-    from . import gemm_configs as gc
-    from . import operands
+    from rawcoop.plan import configs as gc
+    from rawcoop import operands
     stubs = {name: _Stub(*v) for name, v in layouts(p).items()}
     lk = lowp_kwargs(p)
     ka, kb = operands.input_kinds(stubs["a"].dtype.name, stubs["b"].dtype.name, lk.get("a_format"),
@@ -927,7 +927,7 @@ def _block_scales(cp, p: Problem, arrays: dict, rng, fill: bool):
     Those of A share one factor that makes the typical |A·B| about 1."""
     import numpy as np
 
-    from .operands import mn_major_scales
+    from rawcoop.operands import mn_major_scales
     kb, nb = _cdiv(p.k, 128), _cdiv(p.n, 128)
     lead_a = tuple(arrays["a"].shape[:-2])
     lead_b = tuple(arrays["b"].shape[:-2]) if p.batch_kind != "b_stride0" else ()
@@ -1181,7 +1181,7 @@ def plan_spec(p: Problem):
     their compile, which their plan would force)."""
     import dataclasses
 
-    from . import gemm_configs as gc
+    from rawcoop.plan import configs as gc
     arrays = build(p, fill=False)
     pl = plan(p, arrays, with_cluster=False)
     cm, cn = gc.cluster_dims(p.cluster)
@@ -1197,8 +1197,8 @@ def prewarm(probs, jobs: int | None = None, show_progress: bool = False):
     Planning failures are ignored here (the case itself reports them)."""
     import cupy as cp
 
-    from . import config
-    from .warmup import warmup
+    from rawcoop import config
+    from rawcoop.warmup import warmup
     specs = {}
     for p in probs:
         try:

@@ -234,7 +234,7 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
     data-parallel in one call and -7% and +6% in the next, 4 splits in 3
     rounds -14% and -16%, 6 in 5 rounds -29% (H200, bf16, stop 15); 128x256
     tiles split in one round beat both there
-    (gemm_configs.wide_split_k_fits)."""
+    (configs.wide_split_k_fits)."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass, replace
 
-from .compiler import KernelSpec
+from ..compiler import KernelSpec
 
 BLOCK_M = 128                       # the default tile height; TALL_BLOCK_M with three consumer warpgroups
 TALL_BLOCK_M = 192

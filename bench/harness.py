@@ -28,7 +28,7 @@ Suites:
   batched   L=16 x 2048^3 fp16, vs cupy.matmul 3-D, 16 2-D calls, torch.bmm
   epilogue  alpha/beta with C, and bias+gelu, vs cuBLAS + one CuPy element-wise kernel
   small_m   M in {1, 16, 64}, N = K = 8192: forced swap-AB and forced no-swap (the default here:
-            one row of 128x64 whole-K tiles, gemm_configs.choose_swap)
+            one row of 128x64 whole-K tiles, configs.choose_swap)
   pdl       a chain of 8 dependent GEMMs with and without programmatic dependent launch
   fp8       (issue 6) e4m3 x e4m3 per-tensor scaled GEMM, bf16 out (--fp8-shapes), vs
             cuBLASLt through torch._scaled_mm on the same bytes and scales, with
@@ -106,7 +106,7 @@ TF32_SHAPES = ("4096x4096x4096", "8192x8192x8192", "4096x14336x4096")
 
 SUITES = ("main", "layouts", "batched", "epilogue", "small_m", "pdl", "fp8", "tf32")
 LAYOUTS = ("TN", "NN", "NT", "TT")
-"""BLAS-style names as in rawcoop.gemm_configs.LAYOUTS: first letter A
+"""BLAS-style names as in rawcoop.plan.configs.LAYOUTS: first letter A
 (T: row-major (M, K), N: column-major), second letter B (N: column-major
 (K, N), i.e. ``bt.T``; T: row-major)."""
 DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16"}
@@ -931,11 +931,11 @@ def environment(ordinal: int = 0) -> dict:
     env["git"] = _git_revision()
 
     def bindings():
-        from ._cuda import bindings_version
+        from rawcoop._cuda import bindings_version
         return bindings_version()
 
     def nvrtc():
-        from .compiler import nvrtc_version
+        from rawcoop.compiler import nvrtc_version
         return ".".join(map(str, nvrtc_version()))
 
     def cupy_version():
@@ -955,7 +955,7 @@ def environment(ordinal: int = 0) -> dict:
         return numpy.__version__
 
     def gpu():
-        from . import device
+        from rawcoop import device
         i = device.info(ordinal)
         return {"ordinal": ordinal, "name": i.name, "cc": f"{i.cc[0]}.{i.cc[1]}", "sm_count": i.sm_count,
                 "l2_bytes": i.l2_bytes}
@@ -983,7 +983,7 @@ def _bus_id(ordinal: int) -> str | None:
 def gpu_problem(ordinal: int = 0) -> str | None:
     """None when device ``ordinal`` is a Hopper GPU CuPy can use; else why not."""
     try:
-        from . import device
+        from rawcoop import device
     except Exception as e:  # noqa: BLE001
         return f"the CUDA Python bindings could not be loaded ({type(e).__name__}: {e})"
     try:
@@ -1016,7 +1016,7 @@ class Bench:
         import ml_dtypes
         import numpy as np
 
-        from . import device
+        from rawcoop import device
         self.cp, self.np = cp, np
         self.args = args
         self.info = device.info(cp.cuda.Device().id)
