@@ -1,6 +1,9 @@
-"""GEMM fuzzer: seeded, reproducible problems across shapes, layouts, dtypes,
-batching, epilogues, output types and forced decompositions, each checked
-against a float64 reference (rawcoop/fuzzer.py has the details).
+"""GEMM fuzzer: rawcoop.gemm on seeded, reproducible problems across shapes,
+layouts, input types (float16, bfloat16, tf32, fp8 with per-tensor or block
+scales), batching, epilogues, output types and forced decompositions, each
+checked against a float64 reference: that the result is within tolerance,
+that no NaN is left in it and that nothing around it is written (the
+package bench/fuzzer/ has the details).  Needs a Hopper GPU, except --list.
 
     PYTHONPATH=$PWD python bench/fuzz.py                      # 5000 problems, default seed
     PYTHONPATH=$PWD python bench/fuzz.py --seed 7 --count 20000 --stop-on-fail
@@ -24,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def parse_args(argv=None):
     from bench import fuzzer
-    ap = argparse.ArgumentParser(description="rawcoop GEMM fuzzer against a float64 reference",
+    ap = argparse.ArgumentParser(prog="bench/fuzz.py",
+                                 description="rawcoop GEMM fuzzer against a float64 reference",
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--seed", type=int, default=int(os.environ.get("RAWCOOP_FUZZ_SEED", fuzzer.DEFAULT_SEED)),
                     help="run seed (default: $RAWCOOP_FUZZ_SEED or %(default)s)")

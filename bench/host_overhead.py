@@ -1,4 +1,5 @@
-"""Host time per call on the repeated-call path, GPU work negligible.
+"""Host time per call on the repeated-call path: what a call of rawcoop.gemm
+costs the CPU when its GPU work is negligible, against cuBLAS's own host path.
 
 Times (on one GPU, tiny problems, median over many calls):
   * tma.encode on a cached request, and on a fresh one (driver call)
@@ -7,9 +8,9 @@ Times (on one GPU, tiny problems, median over many calls):
   * cupy.matmul 256^3 fp16 (the yardstick: cuBLAS's host path)
   * rawcoop.gemm 256^3 fp16, and fp8 e4m3 with device scale arrays and with
     Python-float scales, against torch._scaled_mm on the same bytes when
-    torch imports (the fp8 rows of the bench are near host-bound at ~25 us)
+    torch imports (small fp8 GEMMs of the benchmark are near host-bound at ~25 us)
 
-    PYTHONPATH=$PWD python bench/host_overhead.py [--json out.json] [--profile N]
+    PYTHONPATH=$PWD python bench/host_overhead.py [--json host_overhead.json] [--profile N]
 
 The yardstick comparisons (rawcoop.gemm vs cupy.matmul, fp8 vs
 torch._scaled_mm) also run as alternating rounds: the host's speed drifts
@@ -18,9 +19,9 @@ different H200 machines), so the verdict is the median of the per-round
 ratios, as in the GPU bench.
 
 ``--profile N`` also runs cProfile over N calls of rawcoop.gemm 256^3 fp16
-(out=), and of fp8 e4m3 with device scales and a new output (stop 18: 1.43x
-torch._scaled_mm's host time), and prints the 25 functions with the most own
-time for each: where the repeated-call path spends its host time.
+(out=), and of fp8 e4m3 with device scales and a new output, and prints the
+25 functions with the most own time for each: where the repeated-call path
+spends its host time.
 """
 from __future__ import annotations
 
@@ -94,20 +95,24 @@ def profile_calls(fn, n: int, top: int = 25) -> None:
     pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
 
 
-def main() -> None:
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/host_overhead.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--json", metavar="PATH", help="write every time (us per call) and ratio here")
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="cProfile N calls of rawcoop.gemm 256^3 fp16 (out=) and fp8 (new output); print the top 25 "
+                         "by own time")
+    args = ap.parse_args(argv)
+    from bench.environment import gpu_problem
+    problem = gpu_problem(0)
+    if problem:
+        print(f"bench/host_overhead.py: {problem}; nothing was measured.", file=sys.stderr)
+        return 1
     import cupy as cp
     import numpy as np
 
     import rawcoop
     from rawcoop import device, tile_copy, tma
     from rawcoop.launch import I32, TENSOR_MAP, get_kernel
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json")
-    ap.add_argument("--profile", type=int, default=0, metavar="N",
-                    help="cProfile N calls of rawcoop.gemm 256^3 fp16 (out=) and fp8 (new output); print the top 25 "
-                         "by own time")
-    args = ap.parse_args()
     res = {}
     src = cp.asarray(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float16))
     out = cp.empty((2, 64, 64), dtype=cp.float16)
@@ -136,8 +141,7 @@ def main() -> None:
                  cluster=(2, 1, 1))
     res["Kernel.launch (cuLaunchKernelEx)"] = per_call_us(raw_launch)
     # The floor: the bare driver call through cuda-bindings with a prebuilt config and packed arguments
-    # (stop 18: 4.0 us, against 4.5 for Kernel.launch with packed arguments - a ctypes call of the same
-    # driver function saved nothing measurable and was dropped).
+    # (on an H200 machine 4.0 us, against 4.5 for Kernel.launch with packed arguments).
     from rawcoop._cuda import check, driver
     from rawcoop.launch import KernelParams
     bcfg = k._config(0, (2, 1, 1), 64, smem, (2, 1, 1), False)
@@ -187,7 +191,7 @@ def main() -> None:
                       args.profile)
     res["rawcoop.gemm 256^3 e4m3 float scales (out=)"] = per_call_us(
         lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3", scale_a=0.5, scale_b=2.0, out=d8))
-    from bench.harness import import_torch
+    from bench.baselines import import_torch
     torch, why = import_torch()
     if torch is None:
         print(f"torch._scaled_mm row skipped: {why}")
@@ -208,9 +212,10 @@ def main() -> None:
         if isinstance(us, float) and "paired" not in name:
             print(f"{name:42s} {us:8.2f} us/call")
     if args.json:
-        from bench.harness import write_json
+        from bench.report import write_json
         write_json(args.json, res)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

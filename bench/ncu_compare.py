@@ -5,19 +5,19 @@
 Runs itself again under ``ncu --profile-from-start off``: the child builds the
 operands (normal data), warms every variant up, then launches each variant's
 GEMM once between cudaProfilerStart/Stop (ncu flushes the caches before each
-kernel: cold L2, as with the bench's rotating inputs), rawcoop variants first
+kernel: cold L2, as with the benchmark's rotating inputs), rawcoop variants first
 (one kernel each), cupy.matmul last (``--cublas``; every kernel it launches is
 labelled cuBLAS).  The parent parses ncu's text report and prints one row per
-kernel with the metrics.  ``--variants`` takes the bench's syntax
+kernel with the metrics.  ``--variants`` takes bench/gemm.py's syntax
 (``auto``, ``key=value`` pairs of gemm's ``_`` options joined by ``:``).
 
 ``--dtype e4m3``: per-tensor fp8 (normal samples rounded to e4m3, uint8
 storage with ``a_format``/``b_format``, 1-element device scales, bf16 out;
 TN only), and ``--cublas`` profiles cuBLASLt through ``torch._scaled_mm``
 (``use_fast_accum=True``, the accumulation rawcoop matches; labelled
-"cuBLASLt").  For the short fp8 rows whose bench timing is paced by the host
-(fp8 128x8192x8192: per-call and batch timing both flagged host-bound, stop
-15), ncu's kernel time is the comparison that is left.
+"cuBLASLt").  For short fp8 problems whose benchmark timing is paced by the
+host (fp8 128x8192x8192: per-call and batch timing both flagged host-bound),
+ncu's kernel time is the comparison that is left.
 
 Default metrics: kernel time, DRAM and L2 throughput (% of peak) and bytes,
 SM throughput; ``--metrics`` replaces them.  ``--raw`` prints ncu's report as
@@ -100,12 +100,12 @@ def ncu_command(ncu: str, metrics, child_args: list[str]) -> list[str]:
 
 
 def parse_args(argv=None):
-    from bench.harness import parse_shape, parse_variants
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from bench.options import parse_shape, parse_variants
+    ap = argparse.ArgumentParser(prog="bench/ncu_compare.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", type=parse_shape, required=True, help="MxNxK")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "e4m3"))
     ap.add_argument("--layout", default="TN", choices=("TN", "NN", "NT", "TT"))
-    ap.add_argument("--variants", type=parse_variants, default=[("auto", {})], help="as the bench's --variants")
+    ap.add_argument("--variants", type=parse_variants, default=[("auto", {})], help="as bench/gemm.py's --variants")
     ap.add_argument("--cublas", action="store_true",
                     help="profile cupy.matmul last (e4m3: cuBLASLt through torch._scaled_mm)")
     ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS))

@@ -49,7 +49,6 @@ workspace and flags); ``replicate`` also gets a poisoned ``out``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shlex
@@ -247,7 +246,7 @@ def problems(have_pingpong: bool = True) -> list:
     # CTA pairs (B multicast)
     P.append(Gemm("bf16 cluster 2 tile 128", "bfloat16", "TN", m=512, n=256, k=256,
                   kw={"_cluster": 2, "_block_n": 128}, quick=True))
-    # misaligned pitch (K = 8 mod 16): the automatic plan is 128x256 in 2x1 clusters (stop 28's rule)
+    # misaligned pitch (K = 8 mod 16): the automatic plan is 128x256 in 2x1 clusters (configs' misaligned-pitch rule)
     P.append(Gemm("bf16 misaligned pitch auto (128x256 2x1)", "bfloat16", "TN", m=392, n=520, k=1032, quick=True))
     P.append(Gemm("fp16 cluster 2 tile 256 TT", "float16", "TT", m=384, n=512, k=256,
                   kw={"_cluster": 2, "_block_n": 256}))
@@ -285,12 +284,12 @@ def problems(have_pingpong: bool = True) -> list:
                   kw={"_block_m": 192, "_block_n": 128, "_splits": 3}, quick=True))
     P.append(Gemm("e4m3 tall 192x192 split-K 2 -> fp32", "float8_e4m3fn", "TN", m=400, n=304, k=1024,
                   out_dtype="float32", scales="tensor", tol=1e-2, kw={"_block_m": 192, "_splits": 2}, quick=True))
-    # tiles between the multiples of 64 (stop 33: 32-byte-wide C/D boxes, a partial last chunk)
+    # tiles between the multiples of 64 (32-byte-wide C/D boxes, a partial last chunk)
     P.append(Gemm("bf16 128x176 narrow boxes + C + bias + gelu", "bfloat16", "TN", m=300, n=400, k=256, c="row",
                   bias="float32", act="gelu", kw={"_block_n": 176}, quick=True))
     P.append(Gemm("fp16 128x240 narrow split-K 3 -> fp32 + C NN", "float16", "NN", m=264, n=500, k=1024, c="row",
                   out_dtype="float32", kw={"_block_n": 240, "_splits": 3}, quick=True))
-    # ... in 2x1 pairs (stop 34: the misaligned-pitch rule's narrow widths; each CTA multicasts half of B's rows)
+    # ... in 2x1 pairs (the misaligned-pitch rule's narrow widths; each CTA multicasts half of B's rows)
     P.append(Gemm("fp16 128x208 narrow 2x1 pairs + C NN", "float16", "NN", m=520, n=400, k=1032, c="row",
                   kw={"_block_n": 208, "_cluster": 2}, quick=True))
     P.append(Gemm("bf16 128x176 narrow 2x1 pairs split-K 2 + bias", "bfloat16", "TN", m=392, n=352, k=1032,
@@ -421,8 +420,9 @@ def parse(output: str) -> dict:
             "first_error_lines": lines[:40]}
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
+        prog="bench/sanitize.py",
         description="Run NVIDIA compute-sanitizer (memcheck, racecheck, synccheck, initcheck) over every "
                     "rawcoop kernel variant on small problems; exit 1 on any sanitizer error, timeout "
                     "or wrong result.")
@@ -447,13 +447,18 @@ def main() -> int:
     ap.add_argument("--skip-warmup", action="store_true",
                     help="do not run the driver once without a sanitizer first (kernels may then compile "
                          "under the sanitizer)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     if args.list:
         for p in problems(_have_pingpong()):
             if (not args.quick or p.quick) and (not args.only or args.only.lower() in p.name.lower()):
                 print(("* " if p.quick else "  ") + p.name)
         return 0
+    from bench.environment import gpu_problem
+    problem = gpu_problem(0)
+    if problem:
+        print(f"bench/sanitize.py: {problem}; nothing was checked.", file=sys.stderr)
+        return 1
     if args.driver:
         return run_driver(args)
 
@@ -538,7 +543,8 @@ def main() -> int:
 
 def _write_json(path, report) -> None:
     if path:
-        Path(path).write_text(json.dumps(report, indent=2) + "\n")
+        from bench.report import write_json
+        write_json(path, report)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
-"""How rawcoop's automatic plans fare against cuBLAS over many shapes, not just the bench's eight.
+"""How rawcoop's automatic plans fare against cuBLAS over many shapes, not just the benchmark's eight.
 
     PYTHONPATH=$PWD python bench/survey.py [--set llm,random] [--random N] [--seed S] \
-        [--dtype bfloat16] [--rounds 5] [--iters 10] [--timing batch] [--json out.json] [--worst 12]
+        [--dtype bfloat16] [--rounds 5] [--iters 10] [--timing batch] [--json survey_bf16.json] [--worst 12]
     python bench/survey.py --list [--set ...]      # print the shapes only (no GPU)
-    python bench/survey.py --compare OLD.json NEW.json   # two runs: drift from the unchanged plans (no GPU)
+    python bench/survey.py --compare before.json after.json   # two runs: drift from the unchanged plans (no GPU)
 
-The bench (``bench.harness``, main suite, TN) times every shape in alternating rounds against
+The benchmark (bench/gemm.py's main suite, TN) times every shape in alternating rounds against
 ``cupy.matmul``; this script chooses the shapes and sums the ratios up: geometric mean, quantiles,
 how many are under 0.97 and 1.0, and the worst ones with the plan rawcoop ran (tile, ping-pong,
-cluster, decomposition), which is where the next rule or kernel change should look.
+cluster, decomposition): where a planner rule or a kernel falls short of cuBLAS.
 
 Shape sets:
   llm     the projections of common LLM layers, M = tokens in {1024, 2048, 4096, 8192}:
@@ -29,6 +29,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.rows import geomean  # noqa: E402  (after the path insert)
 
 LLM_NK = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336),
           (10240, 8192), (8192, 8192), (8192, 28672),
@@ -75,15 +77,10 @@ def plan_label(cp, dt, m: int, n: int, k: int) -> str:
     return f"{plan.cfg.spec.label} grid={plan.grid[0]} {plan.decomposition}"
 
 
-def geomean(xs) -> float:
-    xs = list(xs)
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
-
-
 def pitch_class(shape: str) -> str:
     """The survey's problems are 16-bit TN: a's and b's rows are K x 2 bytes apart, D's N x 2.  "operand":
     K = 8 mod 16 (the misaligned-pitch rule's class, configs.misaligned_pitch), "d": only D's pitch is
-    (N = 8 mod 16: no rule, stop 29), "aligned": neither."""
+    (N = 8 mod 16: no rule), "aligned": neither."""
     from rawcoop.plan.configs import misaligned_pitch
     m, n, k = (int(x) for x in shape.split("x")[:3])
     return "operand" if misaligned_pitch(2 * k) else "d" if misaligned_pitch(2 * n) else "aligned"
@@ -96,8 +93,8 @@ HOST_MARGIN = 1.25
 def gpu_bound(row: dict) -> bool:
     """Whether both sides of a row are GPU-bound (their time >= HOST_MARGIN x their host time per call; rows
     without host times count as GPU-bound).  Batch timing still measures the host where a call's host path
-    is longer than its kernel: stop 30 saw every ~15 us row 1.4-1.7x slower on both sides in a run whose
-    host was slower (rawcoop 14.3 -> 24.7 us per call)."""
+    is longer than its kernel: on an H200 machine with a slower host every ~15 us row ran 1.4-1.7x slower
+    on both sides (rawcoop 14.3 -> 24.7 us per call)."""
     for side in ("rawcoop", "baseline"):
         host = row.get(f"{side}_host_us")
         if host and row[f"{side}_ms"] * 1e3 < HOST_MARGIN * host:
@@ -158,8 +155,8 @@ def _plan_key(plan) -> str:
 
 
 def compare(old: dict, new: dict) -> dict:
-    """Two survey results (bench JSON with plans) on the same shapes, e.g. before and after a rule change
-    in two device calls.  Clocks and power drift between calls, so the shapes whose plan did not change
+    """Two survey results (results JSON with plans) on the same shapes, e.g. before and after a rule change,
+    measured in two runs.  Clocks and power drift between runs, so the shapes whose plan did not change
     measure the drift (their geomean of new / old ratio, and cuBLAS's own time ratio); each changed shape's
     new / old ratio is then given as is and divided by that drift."""
     a = {r["shape"]: r for r in old["rows"] if r.get("ratio")}
@@ -193,7 +190,7 @@ def format_compare(c: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="bench/survey.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--set", default="llm,random")
     ap.add_argument("--random", type=int, default=24)
     ap.add_argument("--seed", type=int, default=28)
@@ -215,24 +212,30 @@ def main(argv=None) -> int:
             docs = [json.loads(Path(p).read_text()) for p in args.compare]
             print(format_compare(compare(*docs)))
         except (OSError, ValueError, KeyError) as e:
-            print(f"survey --compare: {e}", file=sys.stderr)
+            print(f"bench/survey.py --compare: {e}", file=sys.stderr)
             return 2
         return 0
     try:
         shapes = shapes_for([s.strip() for s in args.set.split(",") if s.strip()], args.random, args.seed)
     except ValueError as e:
-        print(f"survey: {e}", file=sys.stderr)
+        print(f"bench/survey.py: {e}", file=sys.stderr)
         return 2
     if args.list:
         print(",".join(f"{m}x{n}x{k}" for m, n, k in shapes))
         return 0
 
-    from bench import harness
-    bargs = bench.build_parser().parse_args(
+    from bench import harness, options
+    from bench.environment import gpu_problem
+    from bench.report import write_json
+    problem = gpu_problem(0)
+    if problem:
+        print(f"bench/survey.py: {problem}; nothing was measured.", file=sys.stderr)
+        return 1
+    bargs = options.build_parser().parse_args(
         ["--suite", "main", "--dtype", args.dtype, "--layout", "TN", "--rounds", str(args.rounds),
-         "--iters", str(args.iters), "--timing", args.timing, "--shapes", ",".join(f"{m}x{n}x{k}" for m, n, k in shapes)]
-        + (["--json", args.json] if args.json else []))
-    results = bench.run(bargs)
+         "--iters", str(args.iters), "--timing", args.timing,
+         "--shapes", ",".join(f"{m}x{n}x{k}" for m, n, k in shapes)] + (["--json", args.json] if args.json else []))
+    results = harness.run(bargs, "bench/survey.py")
     import cupy as cp
     import ml_dtypes
     import numpy as np
@@ -245,7 +248,7 @@ def main(argv=None) -> int:
             r["plan"] = f"? ({type(e).__name__}: {e})"
     results["survey"] = summarize(results["rows"], args.worst)
     if args.json:
-        bench.write_json(args.json, results)
+        write_json(args.json, results)
     print(format_summary(results["survey"]))
     return 0
 

@@ -1,4 +1,4 @@
-"""Per-unit timeline of one GEMM launch (diagnostics, H200): where a schedule's time goes.
+"""Per-unit timeline of one GEMM launch (diagnostics, Hopper GPU): where a schedule's time goes.
 
     PYTHONPATH=$PWD python bench/timeline.py --shape 2048x2624x2048 [--dtype bfloat16] \
         --opts _pingpong=True,_block_n=128 --opts _pingpong=True,_streamk=True,_block_n=128 [--json out.json]
@@ -11,7 +11,7 @@ fix-up end and epilogue end into the module global ``rc_timeline``.  The launch 
 start to last end), mean and max per consumer of its units' mainloop, fix-up and epilogue time,
 its idle time between units and after its last one, and the units of the consumer that finished
 last.  The stamps cost a few global stores per unit; compare variants with each other, not with
-the bench's times.  --json keeps every unit: [CTA, consumer, unit, start, mainloop end, fix-up
+bench/gemm.py's times.  --json keeps every unit: [CTA, consumer, unit, start, mainloop end, fix-up
 end, epilogue end] in ns from the first start.
 """
 from __future__ import annotations
@@ -44,13 +44,14 @@ def parse_opts(text: str) -> dict:
 
 def parse_shape(text: str) -> tuple[int, int, int]:
     """``MxNxK`` -> (M, N, K), positive integers."""
+    from bench.options import parse_shape as parse_bench_shape
     try:
-        m, n, k = (int(x) for x in text.lower().split("x"))
+        s = parse_bench_shape(text)
     except ValueError:
-        raise ValueError(f"--shape {text!r}: use MxNxK with integers") from None
-    if min(m, n, k) < 1:
-        raise ValueError(f"--shape {text!r}: M, N and K must be positive")
-    return m, n, k
+        s = None
+    if s is None or s.batch != 1:
+        raise ValueError(f"--shape {text!r}: use MxNxK with positive integers")
+    return s.m, s.n, s.k
 
 
 def record(cp, plan, out):
@@ -103,7 +104,7 @@ def summarize(t) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="bench/timeline.py", description=__doc__.split("\n")[0])
     ap.add_argument("--shape", required=True, help="MxNxK")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--opts", action="append", default=None, help="forced options, e.g. _pingpong=True,_block_n=128")
@@ -113,8 +114,13 @@ def main(argv=None) -> int:
         m, n, k = parse_shape(args.shape)
         variants = [parse_opts(o) for o in (args.opts or [""])]
     except ValueError as e:
-        print(f"timeline: {e}", file=sys.stderr)
+        print(f"bench/timeline.py: {e}", file=sys.stderr)
         return 2
+    from bench.environment import gpu_problem
+    problem = gpu_problem(0)
+    if problem:
+        print(f"bench/timeline.py: {problem}", file=sys.stderr)
+        return 1
     import cupy as cp
     import ml_dtypes  # noqa: F401  (bfloat16 arrays)
     from rawcoop.gemm import _plan_for

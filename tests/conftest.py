@@ -4,9 +4,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+for path in (ROOT, TESTS):              # rawcoop and bench from the repository; the tests' helpers package
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 
 def _hopper_present() -> bool:
@@ -23,12 +25,12 @@ HOPPER = _hopper_present()
 # on a GPU machine.  Seen on the H200 (torch 2.11, CuPy 14): `import torch`
 # raised RuntimeError from its operator-schema parser ("expected ident but
 # found ')'", annotate(str tag)) when first imported late in a pytest run,
-# after test_fp8_block_gpu.py; alone, or imported early, it works.  Not
+# after tests/gpu/test_fp8_block.py; alone, or imported early, it works.  Not
 # rawcoop's doing as far as we could tell (a plain process that runs rawcoop
 # GEMMs and then imports torch works); tests that need torch skip with the
-# error (gpu_helpers.torch_or_skip) if it still fails.
+# error (helpers.torch_or_skip) if it still fails.
 if HOPPER:
-    from bench.harness import import_torch
+    from bench.baselines import import_torch
     import_torch()                      # (torch, None) or (None, why): torch_or_skip asks again and says why
 
 
@@ -43,7 +45,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path_factory, monkeypatch):
-    """Every test gets a cache directory of the session (never ~/.cache)."""
+    """Every test gets a cache directory shared by the whole test run (never ~/.cache)."""
     if "RAWCOOP_TEST_KEEP_CACHE" not in os.environ:
         d = tmp_path_factory.getbasetemp() / "rawcoop-cache"
         monkeypatch.setenv("RAWCOOP_CACHE_DIR", str(d))

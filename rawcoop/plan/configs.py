@@ -1,22 +1,23 @@
-"""GEMM kernel configurations: what is compiled (KernelSpec), how much shared
-memory each needs, and the rule that picks a tile per problem.
+"""GEMM kernel configurations: what is compiled (KernelSpec), how much shared memory each needs, and the rules that
+pick a plan per problem.
 
-A :class:`GemmConfig` is everything kernels/gemm.cu takes as a compile-time
-constant: tile width, stages, input kinds, operand majorness, output type and
-the epilogue variant (C, bias, activation, D/C orientation).
+A :class:`GemmConfig` is everything kernels/gemm.cu takes as a compile-time constant: tile width, stages, input
+kinds, operand majorness, output type and the epilogue variant (C, bias, activation, D/C orientation).
 
-Input kinds (``IN_KIND`` for A, ``IN_KIND_B`` for B): 0 fp16, 1 bf16, 2 tf32
-(fp32 in memory), 3 fp8 e4m3, 4 fp8 e5m2.  A K-major shared-memory row is
-always 128 bytes, so a k-block holds ``128 / element bytes`` K values
-(:attr:`GemmConfig.block_k`: 64, 32 or 128) and the stage sizes, shared
-memory and stage counts do not depend on the kind.
+Input kinds (``IN_KIND`` for A, ``IN_KIND_B`` for B): 0 fp16, 1 bf16, 2 tf32 (fp32 in memory), 3 fp8 e4m3, 4 fp8
+e5m2.  A K-major shared-memory row is always 128 bytes, so a k-block holds ``128 / element bytes`` K values
+(:attr:`GemmConfig.block_k`: 64, 32 or 128) and the stage sizes, shared memory and stage counts do not depend on
+the kind.
 
-Scale modes (``scale_mode``, fp8 only): 0 per-tensor (the ``scale_a``/
-``scale_b`` pointers), 1 block-scaled (``SCALE_MODE=1``: fp32 scales per
-1x128 (row, k-block) of A and per 128x128 block of B, promoted per k-block
-in the mainloop; each stage carries 512 more bytes, the 128 A scales of its
-k-block; 128x128 cooperative or 128x64 tiles only, see kernels/gemm.cu).
-"""
+Scale modes (``scale_mode``, fp8 only): 0 per-tensor (the ``scale_a``/``scale_b`` pointers), 1 block-scaled
+(``SCALE_MODE=1``: fp32 scales per 1x128 (row, k-block) of A and per 128x128 block of B, promoted per k-block in
+the mainloop; each stage carries 512 more bytes, the 128 A scales of its k-block; 128x128 cooperative or 128x64
+tiles only, see kernels/gemm.cu).
+
+The evidence quoted for a rule's constant comes from one H200 (132 SMs): the automatic plans with and without the
+rule, timed on the same normal-data operands in alternating rounds; "out of sample" means random shapes whose plan
+the rule moves, drawn after the rule was fitted.  The stored per-shape measurements of every distinct plan are
+bench/results/oracle-h200.jsonl; docs/planner.md summarises the rules."""
 from __future__ import annotations
 
 import numbers
@@ -140,7 +141,7 @@ class GemmConfig:
         if self.bias == 0 and self.bias_on_rows:
             # BIAS_ON_ROWS only matters with a bias: one spec (and one warmed kernel) for both.  gemm
             # passes bias_on_rows = swap; without this a bias-free swap-AB plan named a kernel the
-            # warm-up never compiled (found in stop 14).
+            # warm-up never compiled.
             object.__setattr__(self, "bias_on_rows", False)
         if self.out_type == -1:
             object.__setattr__(self, "out_type", DEFAULT_OUT[self.in_kind])
@@ -360,7 +361,7 @@ def epilogue_configs() -> list[GemmConfig]:
     # swap-AB epilogue (column-major C/D, bias on rows) with silu, 128 wide, M-major A
     out.append(GemmConfig(192, True, True, False, 2, True, False, False, 1, False, 2, block_m=TALL_BLOCK_M))
     out.append(GemmConfig(128, False, False, True, 0, True, True, True, 3, True, 3, block_m=TALL_BLOCK_M))
-    # fp32 output column-major (swap-AB with fp32 out, or a column-major fp32 C; stop 22): two 32-row
+    # fp32 output column-major (swap-AB with fp32 out, or a column-major fp32 C): two 32-row
     # boxes per chunk - 128x256 swapped with C and bias on rows, 128x64 ping-pong with a column-major C
     # only, 128x128 with C row-major and D column-major, a 192-row tile
     out.append(GemmConfig(256, True, True, True, 2, True, True, True, 1, True, 2))
@@ -395,7 +396,7 @@ def lowp_configs() -> list[GemmConfig]:
     fp8 128x128 with 1x2 and 2x1 clusters, 128x256 with 2x1 clusters
     (misaligned_pitch_config; fp8 with 1x2 ones too, misaligned_pair_1x2), 192x192 and 192x128, the 128x256 and
     128x128 swap-AB tiles of swap_waves_limit, the latter cooperative and
-    ping-pong: fp8's one-wave band, stop 26) with the default output (fp32 for
+    ping-pong: fp8's one-wave band) with the default output (fp32 for
     tf32, bf16 for fp8), and the swap-AB small-M tile (128x64, D column-major:
     16-bit output, so bf16)."""
     out = []
@@ -443,7 +444,7 @@ def lowp_epilogue_configs() -> list[GemmConfig]:
     out.append(GemmConfig(128, E4M3, True, True, 1, False, False, False, 0, False, 0, pingpong=True,
                           b_kind=E5M2, cluster_n=2))
     out.append(GemmConfig(256, E5M2, True, True, 0, True, False, False, 3, False, 3, cluster_n=2))
-    # fp32 output column-major (stop 22): tf32 swap-AB with C and bias on rows; fp8 with a column-major C
+    # fp32 output column-major: tf32 swap-AB with C and bias on rows; fp8 with a column-major C
     out.append(GemmConfig(256, TF32, True, True, 2, True, True, True, 1, True, 2))
     out.append(GemmConfig(128, TF32, True, True, 2, False, False, True, 0, False, 0, pingpong=True))
     out.append(GemmConfig(128, E4M3, True, True, 2, True, True, False, 2, False, 1))
@@ -479,7 +480,7 @@ def stream_k_configs() -> list[GemmConfig]:
     between them, C/bias/activation and fp32 output, fp8 per-tensor and
     block-scaled, tf32; ping-pong 128x128 (``_pingpong=True, _streamk=True``).
     With C and 128x256 tiles the C-loader warp (40 registers) spills a few
-    bytes: its per-unit stream-K range arithmetic (tests/test_compile.py
+    bytes: its per-unit stream-K range arithmetic (tests/cpu/test_compile.py
     bounds it)."""
     return [
         GemmConfig(256, True, stream_k=True),
@@ -492,8 +493,8 @@ def stream_k_configs() -> list[GemmConfig]:
         GemmConfig(256, E4M3, stream_k=True),
         GemmConfig(128, E4M3, scale_mode=1, stream_k=True),
         GemmConfig(256, TF32, stream_k=True),
-        # ping-pong 128x128 (opt-in only: measured slower than ping-pong data-parallel, bench/NOTES.md
-        # stop 27): the consumers alternate units, stream-K pieces included; the serial chain fix-up
+        # ping-pong 128x128 (opt-in only: slower than ping-pong data-parallel on 24 of 30 measured
+        # shapes): the consumers alternate units, stream-K pieces included; the serial chain fix-up
         GemmConfig(128, True, pingpong=True, stream_k=True),
         GemmConfig(128, False, False, False, pingpong=True, stream_k=True),
         GemmConfig(128, True, True, False, 2, True, False, False, 1, False, 2, pingpong=True, stream_k=True),
@@ -542,53 +543,33 @@ ONE_ROW_PAIR_K = (8192, 16384)
 
 def one_row_pair_fits(m: int, n: int, k: int, batches: int, sm_count: int, *, in_kind: int,
                       a_kmajor: bool) -> bool:
-    """Where one row of 128x64 tiles fits (:func:`one_row_narrow_fits`),
-    16-bit inputs with A K-major (TN, TT), one batch, ONE_ROW_PAIR_MIN_M <= M
-    <= 128 and 8192 <= K <= 16384: run cuBLAS's arrangement instead, swap-AB
-    (the kernel's M is N, in 128-row tiles; its N is M, two 64-wide tile
-    columns) with 1x2 clusters, so the two CTAs of a pair share and multicast
-    the streamed operand (B^T, 128 rows per k-block, each CTA loading 64) and
-    each loads only its own 64 rows of the small A.  Un-swapped, every CTA
-    asks L2 for A's 128 rows plus its 64 of B per k-block (192 lines); paired,
-    for 64 + 64, as cuBLAS's nvjet_sm90_tst_128x64_64x8_1x2 does (ncu: its
-    L2 requests and sectors match ours within 7%).
+    """Where one row of 128x64 tiles fits (:func:`one_row_narrow_fits`), 16-bit inputs with A K-major (TN, TT), one
+    batch, ONE_ROW_PAIR_MIN_M <= M <= 128 and 8192 <= K <= 16384: run cuBLAS's arrangement instead, swap-AB (the
+    kernel's M is N, in 128-row tiles; its N is M, two 64-wide tile columns) with 1x2 clusters, so the two CTAs of
+    a pair share and multicast the streamed operand (B^T, 128 rows per k-block, each CTA loading 64) and each
+    loads only its own 64 rows of the small A.  Un-swapped, every CTA asks L2 for A's 128 rows plus its 64 of B
+    per k-block (192 lines); paired, for 64 + 64, as cuBLAS's nvjet_sm90_tst_128x64_64x8_1x2 does (ncu: its L2
+    requests and sectors match ours within 7%).
 
-    H200, stop 19 (bench/NOTES.md), 5 alternating rounds, batch timing,
-    TFLOP/s paired / one row, bf16 (fp16): fitted on 128x8192x8192 TN 427 /
-    399 (423 / 400), TT 450 / 425 (443 / 424), 128x8192x16384 TN 464 / 428
-    (456 / 412), TT 492 / 463 (444 / 457), 128x7680x8192 TN 405 / 380 (396 /
-    390), TT 436 / 402 (431 / 393), 128x8448x8192 TN 434 / 406 (433 / 408),
-    TT 454 / 433 (450 / 431); out of sample (call 9) 120x8000x10000 TN 363 /
-    321 (363 / 323), TT 394 / 341 (395 / 344), 128x7808x12288 TN 425 / 422
-    (425 / 431), TT 446 / 437 (439 / 438), 128x8192x8192 again +3% to +5%.
-    Outside the rule: M = 116 (116x8192x9216) -7% / -3% TN, +0% / -5% TT
-    and M = 96 -7% (TN), though 112x8192x8192 gained 3-4%: M >= 120 is
-    what held; K = 4096 -2.5% (both layouts, both types); K = 28672 -2% to
-    -7% for fp16; per-tensor fp8 -8% (ncu, 128x8192x8192); M-major A (NN)
-    +-2%: the un-swapped kernel's A box is then one contiguous 16 KB block
-    per k-block.  The pairs need more loads in flight than one CTA (8
-    stages: 431 TFLOP/s, 6: 387; un-swapped 6 and 8 are equal)."""
+    H200, batch timing: bf16 128x8192x8192 TN 427 vs 399 TFLOP/s un-paired, out of sample 120x8000x10000 +13%; M =
+    116 and 96, K = 4096 and K = 28672, per-tensor fp8 and an M-major A (NN) were not faster, hence the ranges.
+    The pairs need 8 stages of loads in flight (6 stages: 387 vs 431 TFLOP/s)."""
     return (in_kind in (FP16, BF16) and a_kmajor and batches == 1 and ONE_ROW_PAIR_MIN_M <= m <= BLOCK_M
             and ONE_ROW_PAIR_K[0] <= k <= ONE_ROW_PAIR_K[1] and one_row_narrow_fits(m, n, batches, sm_count))
 
 
 def swap_buildable(*, block: bool) -> bool:
-    """Whether a swap-AB kernel exists for the call (it stores D^T through a
-    column-major epilogue, built for every output type since stop 22):
-    block-scaled fp8 never swaps (its scales are laid out per row of A)."""
+    """Whether a swap-AB kernel exists for the call (it stores D^T through a column-major epilogue, built for every
+    output type): block-scaled fp8 never swaps (its scales are laid out per row of A)."""
     return not block
 
 
 def choose_swap(swap, m: int, n: int, batches: int, sm_count: int, *, out_fp32: bool, block: bool) -> bool:
-    """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for
-    block-scaled fp8; else the forced ``_swap``; else not for fp32 output
-    (its column-major epilogue exists since stop 22, the automatic choice
-    was measured with 16-bit output only); else for M <= 64 < N, unless one row of
-    128x64 whole-K tiles fits (:func:`one_row_narrow_fits`), which ran
-    faster than swap-AB (128x64 tiles on N and split-K) on the H200
-    (NOTES, "Session of 2026-11-30 (stop 12)"): bf16 64x8192x8192 0.999 vs
-    0.979 of cuBLAS, 32x8192x8192 0.952 vs 0.918; fp8 e4m3 64x8192x8192
-    0.969 vs 0.912 of cuBLASLt."""
+    """Swap-AB (D^T = B^T A^T, the kernel's M is N) or not: never for block-scaled fp8; else the forced ``_swap``;
+    else not for fp32 output (the automatic choice was measured with 16-bit output only); else for M <= 64 < N,
+    unless one row of 128x64 whole-K tiles fits (:func:`one_row_narrow_fits`), which ran faster than swap-AB
+    (128x64 tiles on N and split-K) on the H200: bf16 64x8192x8192 0.999 vs 0.979 of cuBLAS, e4m3 0.969 vs 0.912
+    of cuBLASLt."""
     if not swap_buildable(block=block):
         return False
     if swap is not None:
@@ -601,28 +582,18 @@ WIDE_SPLIT_MIN_K_FASTER = 8192     # ... when the 128x256 split is the shorter s
 
 
 def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bool:
-    """Long-K problems with too few 128x256 tiles for the SMs: 128x256 tiles
-    split-K in one round (every split unit resident, the spread reduction)
-    when (a) that schedule is shorter than 128x128's
-    (:meth:`scheduler.Decomposition.time_in_rounds`, a 128x256 tile taking
-    twice as long) and each split keeps >= WIDE_SPLIT_MIN_K_FASTER of K, or
-    (b) on a tie, when 128x128 tiles need split-K too, 128x256 gives at
-    least as many units and each split keeps >= WIDE_SPLIT_MIN_K of K.
+    """Long-K problems with too few 128x256 tiles for the SMs: 128x256 tiles split-K in one round (every split unit
+    resident, the spread reduction) when (a) that schedule is shorter than 128x128's
+    (:meth:`scheduler.Decomposition.time_in_rounds`, a 128x256 tile taking twice as long) and each split keeps >=
+    WIDE_SPLIT_MIN_K_FASTER of K, or (b) on a tie, when 128x128 tiles need split-K too, 128x256 gives at least as
+    many units and each split keeps >= WIDE_SPLIT_MIN_K of K: the wider tile does the same work with less power
+    per clock (451 vs 487 W/GHz at the H200's 700 W cap).
 
-    (a), H200 bf16, stop 15, same run: 1408x1024x65536 (44 tiles, 3 splits,
-    0.67 rounds against 88 data-parallel 128x128 tiles' 1) 746 vs 584
-    TFLOP/s (1.023 vs 0.746 of cuBLAS); 1280x1024x32768 689 vs 517 (0.959 vs
-    0.708).  (b): the wider tile does the same work with less power per
-    clock (H200 at its 700 W cap, stop 14: 451 vs 487 W/GHz at
-    1024^2x65536): 1024^2x65536 bf16 128x256 + 4 splits 760 TFLOP/s vs 742
-    for 128x128 + 2 splits (+2.2%, 5 alternating rounds; +2.8% in a second
-    call).  Not with shorter splits: 1024x1024x32768 (8192 of K per split)
-    ran 1.1% slower than 128x128 + 2 splits.  Not where 128x128 tiles need
-    no split: 1024x2048x32768 ran 128x256 + 2 splits at 0.974 of 128x128,
-    1536x1024x65536 at 0.98 (bench/NOTES.md, stops 14 and 15)."""
+    H200 bf16: (a) 1408x1024x65536 1.02 vs 0.75 of cuBLAS; (b) 1024^2x65536 128x256 + 4 splits +2.2% over 128x128
+    + 2 splits; with 8192 of K per split, or where 128x128 tiles need no split, 128x256 ran 1-3% slower."""
     from . import scheduler
     kb = max(1, -(-k // BLOCK_K))
-    wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count, chain=True)   # as measured (stop 15)
+    wide = scheduler.decompose(tile_count(m, n, 256, batches), kb, sm_count, chain=True)   # as measured: 4-split tails
     narrow = scheduler.decompose(tile_count(m, n, 128, batches), kb, sm_count, chain=True)
     if wide.splits < 2 or wide.units - wide.tiles_dp > sm_count:
         return False
@@ -634,132 +605,69 @@ def wide_split_k_fits(m: int, n: int, batches: int, sm_count: int, k: int) -> bo
 
 
 PINGPONG_WAVES_K_BLOCKS = {FP16: (96, 32), BF16: (96, 32), TF32: (96, 32), E4M3: (64, 32), E5M2: (64, 32)}
-"""choose_block_n, >= 2 waves of 128x256 tiles: ping-pong 128x128 up to (first) this many k-blocks of the
-kernel A's input kind when the last wave is partial (<= 80% full), or (second) whatever it is (16-bit:
-K <= 6144 / 2048; since stop 26 tf32 K <= 3072 / 1024 and fp8 K <= 8192 / 4096)."""
+"""choose_block_n, >= 2 waves of 128x256 tiles: ping-pong 128x128 up to (first) this many k-blocks of the kernel A's
+input kind when the last wave is at most PINGPONG_WAVES_TAIL full, or (second) however full (16-bit K <= 6144 /
+2048, tf32 K <= 3072 / 1024, fp8 K <= 8192 / 4096). H200 out of sample: e4m3 15 of 22 random shapes faster (+5%),
+tf32 21 of 21 (+9.5%)."""
 PINGPONG_MANY_WAVES = {FP16: 0, BF16: 0, TF32: 8, E4M3: 8, E5M2: 8}
-"""choose_block_n, per kernel-A input kind: ping-pong 128x128 from this many waves of 128x256 tiles when K <=
-4096 (0: never; kinds not listed 8).  Stops 14-15 set 8 for every kind; tf32 and fp8 keep it (not measured
-since).  Stop 34 (H200, rule_ab 8 -> off, auto plans A/B in 7 alternating rounds, bench/NOTES.md call
-4): on 16 random 16-bit shapes it moved (0.18% of random shapes: big M x N, K 2176-4096) 12 faster,
-geomean +5.9% (7376x9184x2240 NT +19%, 7552x5424x2408 +15%; losses 13512x5224x3072 fp16 TN -7.8%,
-10840x4288x2800 -4.1%, 16144x7616x3000 -2.2%), and the survey's 7104x6928x2288 +21.5% bf16 / +16.6% fp16.
-Shapes with K <= 2048 or a last wave <= 80% full keep ping-pong through the other two bands."""
+"""choose_block_n, per kernel-A input kind: ping-pong 128x128 from this many waves of 128x256 tiles when K <= 4096
+(0: never; kinds not listed 8).  Off for 16-bit inputs, whose short-K shapes keep ping-pong through the other two
+bands: on the H200 12 of 16 random 16-bit shapes ran faster without it (+5.9%); tf32 ran 0 of 12 faster without
+it."""
 PINGPONG_WAVES_TAIL = 0.8
 """choose_block_n's >= 2-waves band: ping-pong up to PINGPONG_WAVES_K_BLOCKS[0] k-blocks when the last wave of
-128x256 tiles is at most this share of the SMs full (STREAM_K_TAIL[1], where stream-K stops).  Stop 34:
-0.9 (4096^3, 88% full, to ping-pong) ran 4096^3 -2.0% bf16 / -2.7% fp16 and 17 shapes +0.6%: kept 0.8."""
+128x256 tiles fills at most this share of the SMs (STREAM_K_TAIL[1], where stream-K stops).  0.9 sent 4096^3 (88%
+full) to ping-pong, 2-3% slower."""
 PINGPONG_ONE_WAVE_K_BLOCKS = {FP16: 32, BF16: 32, E4M3: 48, E5M2: 48}
-"""choose_block_n's one-wave band: between one and two waves of 128x256 tiles, ping-pong 128x128 up to this
-many k-blocks of the kernel A's input kind (16-bit K <= 2048, fp8 K <= 6144; kinds not listed: never - tf32
-ran 2 of 6 faster, stop 26), when the second wave fills PINGPONG_ONE_WAVE_TAIL of the SMs."""
+"""choose_block_n's one-wave band: between one and two waves of 128x256 tiles whose second fills
+PINGPONG_ONE_WAVE_TAIL of the SMs, ping-pong 128x128 up to this many k-blocks of the kernel A's input kind (16-bit
+K <= 2048, fp8 K <= 6144; kinds not listed: never, tf32 ran 2 of 6 faster).  H200 out of sample: 16-bit 21 of 23
+random shapes faster (+10%), e4m3 26 of 30 (+7.5%)."""
 PINGPONG_ONE_WAVE_TAIL = (0.2, 0.8)
 
 
 WIDE_TILES_FILL = 0.78             # choose_block_n: 128x256 tiles from this share of the SMs given a tile
 WIDE_FILL_MIN_K_BLOCKS = {FP16: 8, BF16: 8, E4M3: 12, E5M2: 12, TF32: 64}
 """choose_block_n's nearly-full-wave band (WIDE_TILES_FILL <= 128x256 tiles / SMs < 1): 128x256 from this many
-k-blocks of the kernel A's input kind (16-bit K >= 512, fp8 K >= 1536, tf32 K >= 2048; kinds not listed:
-never).  Stop 18 set 90% and K >= 2048 for every kind; stop 29 measured 78% and the shorter K (rule_ab,
-H200, bench/NOTES.md "Session of 2026-12-01 (stop 29)")."""
+k-blocks of the kernel A's input kind (16-bit K >= 512, fp8 K >= 1536, tf32 K >= 2048; kinds not listed: never).
+H200 out of sample: 33 of 36 random shapes faster (+11.5%); 70-78% full and 16-bit K = 256 lost."""
 WIDE_FILL_MIN_N = 129
-"""... and N at least this: at N <= 128 a 128x256 tile is half empty and gives no fewer tiles than 128x128
-(stop 29: every N = 128 shape 5-17% slower with it)."""
+"""... and N at least this: at N <= 128 a 128x256 tile is half empty and gives no fewer tiles than 128x128 (every N =
+128 shape measured ran 5-17% slower with it)."""
 
 
 def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = None,
                    one_row_narrow: bool = True, wide_split_k: bool = False,
                    waves_max_k: tuple[int, int] = (0, 0), one_wave_max_k: int = 0,
                    wide_fill_min_k: int = 2048, many_waves: int = 8) -> int:
-    """128x256 tiles (cooperative) when they give every SM a tile, or at least
-    WIDE_TILES_FILL (78%) of them one with K >= ``wide_fill_min_k`` (the
-    kind's WIDE_FILL_MIN_K_BLOCKS in elements, 0: never; 16-bit 512, fp8
-    1536, tf32 2048; plan_config passes it, the default 2048 is for direct
-    callers) and N >= WIDE_FILL_MIN_N (129) (where 128x128 tiles would run a second,
-    mostly full round, or stream-K it: the same time in rounds or more, and
-    the wider tile draws less power per FLOP at the 700 W cap; H200 stop 18,
-    same run, bf16 / fp16: 256x16384x4096 (128 tiles) 671 vs 646 / 645 vs 612
-    TFLOP/s, 256x16384x2048 +0% / +2%; where 128x256 tiles fill only 73%
-    (256x12288x4096) or 48% of the SMs (256x8192x8192) they lost 4-11%; out
-    of sample, against 128x128: +3-7% on six 16-bit shapes, +3-5% on three
-    fp8 ones, tf32 not measured.  Stop 29, rule_ab on the H200, from 90% and
-    K >= 2048: 78-90% full, 19 of 19 faster, +5.9% geomean (16-bit over
-    128x128 stream-K, fp8 and tf32 over 128x128 data-parallel + split tail);
-    70-78% 6 of 9, losses to -8%: not there; 16-bit K of 1024-1536 6 of 6,
-    +13%, K 512-768 4 of 4, +21-37% (stream-K of 8-12 k-blocks), K = 256
-    -8%, fp8 K = 512 -4.5%; out of sample (random shapes whose plan
-    changed) 25 of 36, +6.9%, every N = 128 shape slower (-5% to -17%:
-    the wide tile is half empty and gives no fewer tiles), hence N > 128;
-    with that guard, a second sample 33 of 36, +11.5%; tf32 where 192x128
-    had been chosen: 4 of 9 over all samples, -9% to +20%, geomean 1.00),
-    except for
-    many waves of short-K tiles (K <= 4096 and >= ``many_waves`` waves of 128x256 tiles: the kind's
-    PINGPONG_MANY_WAVES, 0: never; 8 for tf32 and fp8, off for 16-bit inputs since stop 34),
-    where 128x128 ping-pong hides the epilogues that short mainloops expose,
-    and (``waves_max_k``: the kind's PINGPONG_WAVES_K_BLOCKS in elements,
-    (0, 0) where the rule does not apply; 16-bit (6144, 2048)) from 2
-    waves of 128x256 tiles whose last wave is at most STREAM_K_TAIL[1] (80%)
-    full with K <= ``waves_max_k[0]``, or with K <= ``waves_max_k[1]``
-    however full: there the cooperative kernel leans on split-K/stream-K
-    for the last wave, or exposes its epilogues, while ping-pong's twice as
-    many 128x128 tiles fill the waves and hide the epilogues (its mainloop on
-    the uniform datapath since UNIFORM_CONSUMER, stop 15).  H200, 5
-    alternating rounds in one call, ping-pong vs cooperative 128x256, ratios
-    to cuBLAS bf16 / fp16 (last wave's fill): 3072^3 0.939 / 0.936 vs 0.912 /
-    0.910 (0.18; two more calls agreed), 6144^3 1.040 / 1.028 vs 1.013 /
-    1.014 (0.73), 2560x4608x4096 1.040 / 1.068 vs 1.016 / 1.030 (0.73),
-    3072x4096x2048 1.070 / 1.050 vs 0.983 / 0.982 (0.91, short K); but nearly
-    whole waves keep 128x256: 4096^3 0.970 / 0.960 vs 0.981 / 0.992 (0.88),
-    4096x6144x5120 0.967 / 0.962 vs 0.993 / 0.987 (0.82), 2048x4096x4096
-    0.992 / 0.981 vs 0.992 / 0.983 (0.94).  fp8 (stop 26, e4m3, auto plans
-    A/B in alternating rounds, bench/NOTES.md): with (96, 32) k-blocks 20 of
-    27 faster, +4% geomean, K <= 4096 12 of 13, K = 12288 5 of 8 (losses to
-    -4%); then (64, 32) out of sample 15 of 22 faster, +5% geomean (+1% to
-    +30%, losses <= 2%), 8192^3 +4-5% and 8192x28672x8192 +5-6% in both
-    calls, 4096^3 -1% / 0%; e5m2 runs the same kernel, not timed.  tf32
-    with (96, 32) (stop 26): 15 of 16 faster, +8% geomean (3136x5120x2048,
-    192x192 once choose_tall sees 128x128, -7%), out of sample 21 of 21, +9%
-    (+0.3% to +28%); and (``one_wave_max_k``: the
-    kind's PINGPONG_ONE_WAVE_K_BLOCKS in elements, 0 where the rule does
-    not apply) between one and two waves of 128x256 tiles whose second is
-    PINGPONG_ONE_WAVE_TAIL (20-80%) full, K <= ``one_wave_max_k`` (16-bit
-    2048, fp8 6144): the cooperative kernel splits (or stream-Ks) that
-    second wave and exposes its epilogues, where ping-pong's 128x128 tiles
-    run whole-K (H200, auto plans A/B in alternating rounds, bench/NOTES.md;
-    16-bit, stop 25: in sample 5 of 5 faster, +12% to +28% (1024x5760x2048
-    0.87 -> 0.99 of cuBLAS); out of sample 21 of 23 faster, about +10%
-    geomean (+1% to +40%; fp16 6480x944x2048 -7%, 800x7856x1536 -2%), all
-    four layouts; K of 2560-3072 10 of 14 (losses to -11%) and K >= 4096 0
-    of 6: not there; e4m3, stop 26: 16 shapes K <= 4096 11 faster, +4.5%
-    geomean (6880x784x4096 -10%), then 30 out of sample K 1024-6144 26
-    faster, +7.5% geomean (+0.5% to +28%; 5744x1168x2048 -6%), K 5120-6144
-    8 of 10, +3.7%, losses to -1.3%; e5m2 runs the same kernel, not timed;
-    tf32 2 of 6, not there; a second wave under 20% full (16-way tail
-    splits) or over 80% (a whole second wave, or 192-row tiles once
-    choose_tall sees 128x128: -11% at 4672x1568x1536) keeps 128x256);
-    128x128 (ping-pong, see :func:`choose_pingpong`) when 128x256 tiles would
-    leave SMs idle (split-K fills them), except long-K split-K problems where
-    128x256 tiles give as many units (``wide_split_k``, 16-bit inputs:
-    :func:`wide_split_k_fits`; before the spread split-K reduction 128x256 +
-    4 splits ran 0.94-0.95 of cuBLAS at 1024x1024x65536); 128x64 for
-    narrow N (the swap-AB small-M case).  From the H200 probes in
-    bench/NOTES.md ("Ping-pong"): 4096^3 cooperative 128x256 0.98 vs ping-pong
-    0.95; 4096x14336x4096 ping-pong 1.00-1.02 vs 0.99.
+    """The tile width on the kernel's M x N, in this order:
 
-    ``one_row_narrow`` (not for block-scaled fp8): one tile row (M <= 128,
-    a memory-bound problem: B is streamed once) with too few 128x128 tiles
-    for the SMs gets 128x64 tiles over the whole K when they fill >= 90% of
-    the SMs (:func:`one_row_narrow_fits`), instead of 128x128 + split-K: no
-    fix-up, 8 stages.  H200, 128x8192x8192 (bench/NOTES.md, "M = 128"): bf16
-    0.914 vs 0.890 of cuBLAS, fp16 0.925 vs 0.889, fp8 e4m3 0.991 vs 0.868 of
-    cuBLASLt (cuBLAS itself runs a 128x64 tile there).  Ragged M since
-    trimmed TMA boxes (trimmed_lines: A's box has round8(M) lines, no
-    zero-filled rows): bf16 96x8192x8192 0.951 vs 0.930, 112x8192x8192 0.982
-    vs 0.955, fp8 96x8192x8192 1.000 vs 0.871 (NOTES, "Session of 2026-11-30
-    (stop 12)"; before trimming, M = 96 ran 0.70 vs 0.84); M <= 64 too, then
-    un-swapped (:func:`choose_swap`).  Not for compute-bound shapes (m64n64
-    wgmmas read 128 B of shared memory per clock, the SM's whole
-    bandwidth)."""
+    - 128x64 for N <= 64 (the swap-AB small-M case).
+    - 128x256 (cooperative) when its tiles give every SM one, or at least WIDE_TILES_FILL (78%) of them one with K
+      >= ``wide_fill_min_k`` (the kind's WIDE_FILL_MIN_K_BLOCKS in elements, 0: never; the default 2048 is for
+      direct callers) and N >= WIDE_FILL_MIN_N: 128x128 tiles would run a second, mostly full round, or stream-K
+      it, and the wider tile draws less power per FLOP at the 700 W cap.  But 128x128 (ping-pong, which hides the
+      epilogues that short mainloops expose) instead:
+      - for many waves of short-K tiles: K <= 4096 and >= ``many_waves`` waves of 128x256 tiles (the kind's
+        PINGPONG_MANY_WAVES, 0: never);
+      - from 2 waves whose last is at most PINGPONG_WAVES_TAIL full with K <= ``waves_max_k[0]``, or with K <=
+        ``waves_max_k[1]`` however full (the kind's PINGPONG_WAVES_K_BLOCKS in elements; (0, 0): off): the
+        cooperative kernel would split or stream-K the last wave or expose its epilogues, while ping-pong's twice
+        as many tiles fill the waves;
+      - between one and two waves whose second is PINGPONG_ONE_WAVE_TAIL full with K <= ``one_wave_max_k`` (the
+        kind's PINGPONG_ONE_WAVE_K_BLOCKS in elements; 0: off): the cooperative kernel splits that second wave,
+        ping-pong's tiles run whole-K.
+    - 128x64 over the whole K for one tile row (``one_row_narrow``, not block-scaled fp8;
+      :func:`one_row_narrow_fits`): M <= 128 is memory-bound (B is streamed once) and 128x64 tiles that fill >=
+      90% of the SMs need no split-K fix-up and keep 8 stages (H200 128x8192x8192: bf16 0.914 vs 0.890 of cuBLAS,
+      e4m3 0.991 vs 0.868 of cuBLASLt; cuBLAS runs a 128x64 tile there).  Not for compute-bound shapes: m64n64
+      wgmmas read 128 B of shared memory per clock, the SM's whole bandwidth.
+    - 128x256 split-K for long-K problems with too few tiles (``wide_split_k``, 16-bit inputs:
+      :func:`wide_split_k_fits`).
+    - Else 128x128 (ping-pong, see :func:`choose_pingpong`), whose split-K fills the SMs.
+
+    H200, ping-pong against cooperative 128x256: 3072x4096x2048 1.07 vs 0.98 of cuBLAS; nearly whole waves keep
+    128x256 (4096^3 0.97 vs 0.98)."""
     if n <= 64:
         return 64
     tiles_256 = tile_count(m, n, 256, batches)
@@ -784,11 +692,10 @@ def choose_block_n(m: int, n: int, batches: int, sm_count: int, k: int | None = 
 
 
 def choose_pingpong(block_n: int, tiles: int | None = None, sm_count: int = 132) -> bool:
-    """Ping-pong (consumers alternate tiles, the epilogue of one hidden behind
-    the other's mainloop) for 128x128 tiles when every CTA gets at least two
-    tiles (``tiles`` >= 2 x SMs); with one unit per CTA the second consumer
-    would idle (128x8192x8192: ping-pong 0.855 vs cooperative 0.87-0.88 of
-    cuBLAS).  128x64 (swap-AB) stays cooperative: not measured yet."""
+    """Ping-pong (consumers alternate tiles, the epilogue of one hidden behind the other's mainloop) for 128x128
+    tiles when every CTA gets at least two tiles (``tiles`` >= 2 x SMs); with one unit per CTA the second consumer
+    would idle (128x8192x8192: ping-pong 0.855 vs cooperative 0.87-0.88 of cuBLAS).  128x64 (swap-AB) stays
+    cooperative (not measured)."""
     return block_n == 128 and (tiles is None or tiles >= 2 * sm_count)
 
 
@@ -798,50 +705,33 @@ and at most the second share of the SMs (and at least one full wave runs)."""
 STREAM_K_MIN_K_BLOCKS = 48
 """... and K has at least this many k-blocks for 128-wide tiles (0: any K) ..."""
 STREAM_K_WIDE_MIN_K_BLOCKS = 96
-"""... and this many for 128x256 tiles.  Stream-K was measured at K >= 2048 only (stop 12).  Stop 30
-(rule_ab, H200, 7 alternating rounds, auto plans A/B on the same operands, bench/NOTES.md): with no
-stream-K below 16 k-blocks, 6 of 10 random 16-bit shapes faster (+7% geomean); below 48 (17-47 k-blocks,
-128x256 stream-K -> 192x192 / 192x128 data-parallel) 7 of 8 (+7%); out of sample below 48, 17 of 20
-(+19%; 128x128 stream-K over 5-8 k-blocks -> data-parallel +29% to +42%, none slower than -2%); then
-between 48 and 95 k-blocks 128x256 stream-K -> other plans 9 of 10 faster (+4% to +50%, 704x8960x4352
--0.6%) but 128x128 stream-K -> 128x128 data-parallel 1 of 6 (-3% to -6%): hence the two thresholds.
-The stream-K partial wave's fix-up costs a tile's traffic per split tile, which a short mainloop does
-not hide; where stream-K is off the rules take whole-K tiles (192-row ones where choose_tall's model
-says so) with split-K of a thin last wave."""
+"""... and this many for 128x256 tiles.  A stream-K partial wave's fix-up costs a tile's traffic per split tile,
+which a short mainloop does not hide; below these the rules take whole-K tiles (192-row ones where choose_tall's
+model says so) with split-K of a thin last wave. H200 out of sample below 48 k-blocks: 17 of 20 random shapes
+faster without stream-K (+19%); at 48-95 k-blocks 128x256 stream-K lost (9 of 10 faster without), 128x128 stream-K
+held (1 of 6)."""
 
 
 STREAM_K_ONE_WAVE_MIN_K_BLOCKS = 0
 """... and with no full wave, 128x256 tiles filling at least WIDE_TILES_FILL of the SMs (choose_block_n's
-nearly-full-wave band) run stream-K from this many k-blocks (0: never)."""
+nearly-full-wave band) run stream-K from this many k-blocks (0: never; measured mixed)."""
 
 
 def choose_stream_k(streamk, *, block_n: int, tiles: int, sm_count: int, in_kind: int, swap: bool = False,
                     block: bool = False, splits=None, cluster=(1, 1), pingpong=None,
                     k_blocks: int | None = None) -> bool:
-    """Stream-K or not: the forced ``_streamk`` when given; otherwise
-    stream-K for 16-bit inputs, cooperative tiles (not where ping-pong is
-    forced, or picked by :func:`choose_pingpong` when not forced), no
-    forced split-K or cluster, no swap-AB, not block-scaled, when at least
-    one full wave runs and the partial last wave holds more than half (below
-    that, split-K of the last wave fills the SMs, see scheduler.decompose)
-    and at most 80% of the SMs, and K has at least STREAM_K_MIN_K_BLOCKS
-    (48, 128-wide tiles) or STREAM_K_WIDE_MIN_K_BLOCKS (96, 128x256) k-blocks
-    (stop 30: shorter, the fix-up is not hidden; whole-K plans ran faster
-    on 39 of the 48 shapes the final thresholds change over four samples,
-    17 of 20 out of sample at +19% geomean); with no full wave only where
-    STREAM_K_ONE_WAVE_MIN_K_BLOCKS is set (off).
+    """Stream-K or not: the forced ``_streamk`` when given; otherwise stream-K for 16-bit inputs, cooperative tiles
+    (not where ping-pong is forced, or picked by :func:`choose_pingpong` when not forced), no forced split-K or
+    cluster, no swap-AB, not block-scaled, when at least one full wave runs and the partial last wave holds more
+    than half (below that, split-K of the last wave fills the SMs, see scheduler.decompose) and at most 80% of the
+    SMs, and K has at least STREAM_K_MIN_K_BLOCKS (48, 128-wide tiles) or STREAM_K_WIDE_MIN_K_BLOCKS (96, 128x256)
+    k-blocks; with no full wave only where STREAM_K_ONE_WAVE_MIN_K_BLOCKS is set (off).
 
-    H200, stream-K time / default time per round, same run (bench/NOTES.md,
-    "Session of 2026-11-30 (stop 12)"), bf16 (last wave's share of the SMs):
-    8192^3 1.012 faster (0.52), 8192x8192x28672 1.038 (0.52),
-    6144x8192x8192 1.018 (0.64), 6144^3 1.016 (0.73), 4096x8192x8192 1.016
-    (0.76), 1792x3840x8192 1.17 (0.59 after one full wave: data-parallel
-    left 54 SMs idle for a whole tile), 2560x4608x4096 1.01 (0.73, 2 waves);
-    fp16 8192^3 1.015, 6144x8192x8192 1.021.  Slower: 4096^3 0.984
-    (0.88), 2048x2048x8192 0.962 (no full wave, 0.97), and wherever split-K
-    or few tiles with long K run (1024x1024x65536 0.68, 256x16384x4096 0.91,
-    M <= 128 0.88-0.94: CTAs at different K offsets of one tile row no longer
-    share A and B through L2).  fp8 and tf32 are not measured: off."""
+    H200 bf16, stream-K time / default time per round: 8192^3 1.012 faster (last wave 52% of the SMs),
+    1792x3840x8192 1.17 (59% after one full wave: data-parallel left 54 SMs idle for a whole tile).  Slower at
+    4096^3 (88%), with no full wave, and wherever few tiles run long K (1024x1024x65536 0.68, M <= 128 0.88-0.94:
+    CTAs at different K offsets of one tile row no longer share A and B through L2).  fp8 and tf32 are not
+    measured: off."""
     if streamk is not None:
         return bool(streamk)
     pingpong = pingpong if pingpong is not None else choose_pingpong(block_n, tiles, sm_count)
@@ -863,43 +753,20 @@ CLUSTER_MIN_SPLITS = 4             # ... and this many splits
 def choose_cluster(cluster, *, m: int, n: int, k: int, batches: int, sm_count: int, block_n: int, in_kind: int,
                    swap: bool = False, block: bool = False, splits=None, pingpong=None, streamk=None
                    ) -> tuple[int, int]:
-    """The cluster as (cluster_m, cluster_n): the forced ``_cluster`` when
-    given; otherwise, for a 16-bit or per-tensor fp8 problem of 128x128
-    cooperative tiles (no swap-AB, not block-scaled, one batch, no forced
-    split, ping-pong or stream-K) run as split-K in one round (no full wave
-    of tiles, :func:`scheduler.decompose`) with at least CLUSTER_MIN_SPLITS
-    splits of at least CLUSTER_SPLIT_MIN_K of K each: (1, 2), CTA pairs on
-    horizontally adjacent tiles sharing the A tile by TMA multicast, when the
-    tile columns are even, else (2, 1), pairs on vertically adjacent tiles
-    sharing B, when the tile rows are even (no idle half-pairs either way);
-    else no cluster.  There every CTA streams its K
-    range at the tensor cores' rate and L2 -> SM traffic is the limit (ncu,
-    512x512x65536: L2 71% busy, 550 MB moved against the 331 MB of cuBLAS,
-    which runs 2x1 clusters there); pairs sharing A move a quarter less.
+    """The cluster as (cluster_m, cluster_n): the forced ``_cluster`` when given; otherwise, for a 16-bit or
+    per-tensor fp8 problem of 128x128 cooperative tiles (no swap-AB, not block-scaled, one batch, no forced split,
+    ping-pong or stream-K) run as split-K in one round (no full wave of tiles, :func:`scheduler.decompose`) with
+    at least CLUSTER_MIN_SPLITS splits of at least CLUSTER_SPLIT_MIN_K of K each: (1, 2), CTA pairs on
+    horizontally adjacent tiles sharing the A tile by TMA multicast, when the tile columns are even, else (2, 1),
+    pairs on vertically adjacent tiles sharing B, when the tile rows are even (no idle half-pairs either way);
+    else no cluster.  There every CTA streams its K range at the tensor cores' rate and L2 -> SM traffic is the
+    limit (ncu, 512x512x65536: L2 71% busy, 550 MB moved against the 331 MB of cuBLAS, which runs 2x1 clusters
+    there); pairs sharing A move a quarter less.
 
-    H200, stop 17, 7 alternating rounds, batch timing, ratios to cuBLAS
-    without / with 1x2 clusters (bench/NOTES.md, "stop 17"): bf16
-    512x512x65536 0.753 / 0.894 (fp16 0.771 / 0.924 in another call),
-    512x1024x32768 0.76 / 0.949, 384x512x65536 0.744 / 0.867 (fp16 0.726 /
-    0.832), 768x512x65536 0.798 / 0.910 (fp16 0.747 / 0.913), 256x768x65536
-    0.744 / 0.849, 640x512x65536 0.830 / 0.939, 512x256x65536 0.894 / 0.987
-    (fp16 0.759 / 0.862), 512x512x32768 1.018 / 1.158, 256x256x65536 1.108 /
-    1.175, 128x1024x65536 0.826 / 0.842, 1024x512x65536 0.971 / 0.972 (fp16
-    0.997 / 0.975: the one loss kept).  Outside the rule, neutral or slower:
-    under 4096 of K per split (256x256x32768 -3%, 512x512x8192 -4%,
-    256x512x32768 +4%), 3 splits (768x768x32768 -1% and -2%, two calls),
-    128x256 tiles (1024x1024x65536 -1%), full waves (2048x2048x8192 -3% to
-    -11%).  Idle half-pairs: 2x1 clusters over an odd number of tile rows ran
-    640x512x65536 at -24% and 384x512x65536 at -18%.
-
-    Stop 18 (5 rounds, batch timing): 2x1 where the tile rows are even and
-    the columns odd, ratio to cuBLAS without / with, bf16 (fp16):
-    512x384x65536 0.633 / 0.822 (0.641 / 0.823), 256x640x65536 0.741 / 0.793
-    (0.730 / 0.743), 768x640x65536 0.947 / 0.979 (0.940 / 0.966),
-    1024x384x32768 0.903 / 0.882 (0.906 / 0.908); 1x2 there (a half-idle
-    pair) 0.61-0.79.  fp8 e4m3 with 1x2, TFLOP/s without / with (cuBLASLt
-    reference rows in NOTES): 512x512x65536 744-839 / 930 (+11-25%),
-    512x1024x32768 916 / 1011 (+10%), 384x512x65536 658 / 762 (+16%)."""
+    H200, ratio to cuBLAS without / with the cluster: bf16 512x512x65536 0.75 / 0.89, 512x1024x32768 0.76 / 0.95,
+    2x1 at 512x384x65536 0.63 / 0.82; e4m3 1x2 +10% to +25% in TFLOP/s.  Neutral or slower under 4096 of K per
+    split, at 3 splits, on 128x256 tiles and on full waves; 2x1 over an odd number of tile rows (idle half-pairs)
+    -18% to -24%."""
     if cluster is not None:
         return cluster_dims(cluster)
     from . import scheduler
@@ -921,12 +788,9 @@ MISALIGNED_PITCH_MIN_N = 512
 """misaligned_pitch_config: N of at least this (the narrowest measured; a narrow N keeps its 128x64 or
 128x128 tiles, which a 256-wide tile would mostly pad: N <= 64 problems are memory-bound on a)."""
 MISALIGNED_PITCH_MIN_FILL = 0.5
-"""misaligned_pitch_config: only where the 128x256 tiles outnumber this share of the SMs (0: any count).
-With fewer the loads do not saturate L2, the rule's premise, and the other rules' smaller tiles spread the
-work over more SMs.  H200, stop 32 (bench/NOTES.md): replayed on 92 measured oracle rows, 0.5 moved 13,
-11 faster (+29% to +44% at 536x2264x656, 864x1072x488, 592x640x584); out of sample (rule_ab, 18 shapes of
-bench/rule_cases.py seed 81, 13% of random step-8 shapes move) 15 of 18 faster, geomean +10.7%; the
-losses (-14% to -16%) NT/TT with K >= 3224 (688x2808x3224, 1680x984x4816, 984x648x7768)."""
+"""misaligned_pitch_config: only where the 128x256 tiles outnumber this share of the SMs (0: any count).  With fewer
+the loads do not saturate L2, the rule's premise, and the other rules' smaller tiles spread the work over more
+SMs.  H200 out of sample: 15 of 18 random shapes faster, +10.7%."""
 MISALIGNED_PITCH_MOD = 32
 """An operand's pitch (bytes between the lines TMA loads: rows of a K-major operand, K-rows of an
 MN-major one) is misaligned when ``pitch % MISALIGNED_PITCH_MOD == MISALIGNED_PITCH_MOD // 2``: every
@@ -949,18 +813,15 @@ def misaligned_pitch(pitch: int) -> bool:
 
 def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds: tuple[int, int],
                             pitches: tuple[int, int], swap: bool, block: bool) -> bool:
-    """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is
-    misaligned (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not
-    swap-AB, one batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N, more 128x256 tiles than
-    MISALIGNED_PITCH_MIN_FILL x ``sm_count`` (plan_config asks only where choose_cluster chose no cluster). With
-    such a pitch the loads cost L2 about three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128
-    ping-pong plan: 30.3 M L2 requests, 51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167
-    us at K = 1408), so the schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2
-    for half the lines per FLOP that 128x128 tiles do. H200, stop 28 (bench/NOTES.md): bf16 TN, 20 shapes with
-    K = 8 mod 16, ratio to cuBLAS 0.880 -> 1.068 (geomean; 17 of 20 faster, up to +52% at 6064x4768x856), against
-    128x256 alone 0.922, 128x128 + 2x1 0.924, 192-row tiles 0.986; out of sample (rule_ab, 7 rounds) fp16/bf16
-    in all four layouts 18 of 19 faster, geomean +26% (fp16 752x2032x10920, a 192x192 choice, -7%), e4m3 and
-    tf32 9 of 9, +37%."""
+    """Whether an un-forced problem takes 128x256 tiles in 2x1 clusters because an operand's pitch is misaligned
+    (:func:`misaligned_pitch`): every input kind (MISALIGNED_PITCH_KINDS), not block-scaled, not swap-AB, one
+    batch, more than one tile row, N >= MISALIGNED_PITCH_MIN_N, more 128x256 tiles than MISALIGNED_PITCH_MIN_FILL
+    x ``sm_count`` (plan_config asks only where choose_cluster chose no cluster).  With such a pitch the loads
+    cost L2 about three times the requests (ncu, bf16 5416x6280x1400 TN, the 128x128 ping-pong plan: 30.3 M L2
+    requests, 51.7 M sectors, L2 86% busy, 227 us, against 10.4 M / 37.2 M / 63% / 167 us at K = 1408), so the
+    schedule becomes L2-bound; 128x256 tiles whose 2x1 pair shares B by multicast ask L2 for half the lines per
+    FLOP that 128x128 tiles do.  H200: bf16 TN, 20 shapes with K = 8 mod 16, 0.880 -> 1.068 of cuBLAS (geomean);
+    out of sample fp16/bf16 in all four layouts 18 of 19 faster (+26%), e4m3 and tf32 9 of 9 (+37%)."""
     if kinds[0] not in MISALIGNED_PITCH_KINDS or kinds[1] not in MISALIGNED_PITCH_KINDS:
         return False
     if block or swap or batch != 1 or m <= BLOCK_M or n < MISALIGNED_PITCH_MIN_N:
@@ -971,33 +832,14 @@ def misaligned_pitch_config(m: int, n: int, batch: int, sm_count: int, *, kinds:
 
 
 MISALIGNED_SHORT_K_TALL_K_BLOCKS = {FP16: 16, BF16: 16, TF32: 16, E4M3: 16, E5M2: 16}
-"""plan_config: below this many k-blocks of K (per input kind; a kind not here: never; 16 for all of them:
-K < 1024 for 16-bit, < 512 for tf32, < 2048 for fp8 inputs) the misaligned-pitch
-rule (:func:`misaligned_pitch_config`) yields to the plan the other rules make where that plan is 192x128
-tiles.  At short K a 128x256 pair runs few k-blocks per tile and its large epilogue is exposed; the 192x128
-plan (choose_tall's, for problems with few 128x128 tiles) has more tiles for the SMs and a smaller epilogue,
-and the misaligned pitch's extra L2 traffic (the rule's premise) matters less with so little mainloop.
-Found in the stored oracle rows (stop 38: with the rule off below K = 768 the 128x128 ping-pong fallbacks
-lost on most rows, the 192x128 ones won 7 of 8).  H200 (bench/rule_ab.py, auto plans A/B on the same
-normal-data operands in alternating rounds, cases from bench/rule_cases.py):
-- fp16 / bf16, K < 1024 (stop 38, all four layouts, 7 rounds; 1.5-1.6% of random step-8 16-bit shapes
-  move): seed 380 **16 of 16 faster, +12.2%** (bf16 TT 2400x856x432 +27%, fp16 NT 4568x1008x320 +19%), seed
-  381 **15 of 16, +10.5%** (fp16 NT 2464x984x880 +23%; bf16 NT 1896x1088x344 -4.4%).  Not at K 1024-2048
-  (seed 382: 8 of 16, +0.1%, losses to -16% at bf16 TT 984x2568x1864 and bf16 NN 5096x784x2032).
-- e4m3, K < 1024 (TN; 0.3% of random step-8 e4m3 shapes move): stop 38 seeds 383 / 384 (7 rounds x 10) 15 of
-  16 +5.9% / 11 of 16 +1.8%; stop 40 seeds 385 / 386 (11 rounds x 40) **12 of 16 +5.4% / 11 of 16 +2.2%** -
-  49 of 64 faster, the wins up to +20% (2328x904x688) from K ~ 400, the losses at most -4.7% and on 5-12 us
-  kernels whose rounds spread +-15%.  e5m2 (and mixed e4m3 x e5m2) runs the same kernels with the same
-  bytes and rate: taken along unmeasured.
-- e4m3, 8 -> 16 k-blocks (K 1024-2047; stop 40 call 3, the question whether k-blocks or K decide; 0.23% of
-  random step-8 e4m3 shapes move): seed 387 **12 of 16 faster, +5.0%** (2824x672x1040 +16%, 920x2872x1104
-  +11%, 2880x888x1744 +10.5%; 432x5008x1680 -6.9%), seed 388 **12 of 16, +3.6%** (768x3032x1904 +16.8%;
-  584x7912x1616 -12.1%).  16 -> 32 (K 2048-4095, seed 389): **2 of 16, -3.3%** (416x4800x3312 -13.5%) - the
-  same 16 k-blocks bound the gain for both widths of element: a short mainloop per tile, not K itself.
-- tf32, K < 512 (16 k-blocks of 32; its misaligned pitch is K = 4 mod 8, drawn by rule_cases --step 4; a
-  tf32 k-block costs the tensor core what a 16-bit one does): stop 40 call 6, seeds 390 / 391 (11 rounds x
-  40): **13 of 16 faster, +6.0% / 15 of 16, +9.3%** (956x2204x276 +23%, 1292x1608x404 +20%; worst
-  5780x968x404 -5.1%)."""
+"""plan_config: below this many k-blocks of K (per input kind; a kind not here: never; 16 for all: K < 1024 for
+16-bit, < 512 for tf32, < 2048 for fp8 inputs) the misaligned-pitch rule (:func:`misaligned_pitch_config`) yields
+to the plan the other rules make where that plan is 192x128 tiles.  At short K a 128x256 pair runs few k-blocks
+per tile and its large epilogue is exposed; the 192x128 plan (choose_tall's, for problems with few 128x128 tiles)
+has more tiles for the SMs and a smaller epilogue, and the pitch's extra L2 traffic matters less with so little
+mainloop.  The bound is a count of k-blocks, not K: it held for every element width.  H200 out of sample:
+fp16/bf16 31 of 32 random shapes faster (+12.2%, +10.5%), not at K 1024-2048 (8 of 16); e4m3 73 of 96 (+2% to
++6%), not at 16-32 k-blocks (2 of 16); tf32 28 of 32 (+6.0%, +9.3%)."""
 
 
 def misaligned_short_k_tall(k: int, kinds: tuple[int, int]) -> bool:
@@ -1014,50 +856,32 @@ MISALIGNED_TALL_RATIO = 0.9
 schedule model gives them at most this share of its time (0: never); MISALIGNED_TALL_RATIO_MN_MAJOR where
 an operand is MN-major."""
 MISALIGNED_TALL_PAIRED = True
-"""misaligned_tall_fits: price the 128x256 side as the 2x1 pairs it runs (pair_schedule_cost's rounds of
-pairs on sm_count // 2 slots, the split-tail term, x the tile's area) rather than as single 128x256 tiles
-on every SM (False).  Stop 35's oracle: bf16 TN/TT and fp16 TN 544x6344x4872 ran 192x192 +26% to +29% over
-the 256 pairs (75 pairs on 66 slots, a 7-way split tail) that the single-tile model priced one round.
-Stop 35 call 5 (rule_ab False -> True, 16 shapes of rule_cases seed 358, 2.9% of random step-8 16-bit shapes
-move): 9 of 16 faster, +2.7% (+4% to +16% at K 2336-7288; fp16 TT 1376x6088x12440 -8.9%, 11536x664x2936
--6.4%, NT 2232x3592x7400 -5.2%); prediction was >= 10, +3%: off, not adopted.  Stop 36 call 3 (seed 362):
-10 of 16 faster, +3.6% (the losses 192x192 with a split-K tail) -> MISALIGNED_TALL_PAIRED_ONE_ROUND; with it,
-out of sample (call 4, rule_cases seed 365, 16 shapes): **12 of 16 faster, geomean +14.2%** (fp16 NN
-536x8432x3472 +43%, bf16 TT 576x7208x4016 +38%, fp16 TT 1384x2944x408 +37%; losses bf16 TN 6184x680x7288
--10%, fp16 TT 976x4144x13240 -8% - both 132 192x192 tiles, a full round -, bf16 TN 6312x552x13432 -5%,
-where the pairs went 192 -> 208 wide, fp16 NN 4312x920x3208 -2.8%); prediction was >= 11, +5%.  On - but
-not where the pairs' price makes 192x192 fit and narrow pairs then replace it (MISALIGNED_NARROW_OVER_TALL):
-that route moved 192 pairs to narrow ones (bf16 TN 6312x552x13432 192 -> 208 -5%, 1144x3344x6584 192 -> 176
-+3%, stop 36's GPU suite: 2312x1544x4104 192 -> 176; call 3 fp16 NN 6856x1104x3176 -6%, the replay's
-6304x560x2456 -5.7%); there plan_config keeps the pairs' own choice.  Call 4's sample without those two:
-12 of 14 faster."""
+"""misaligned_tall_fits: price the 128x256 side as the 2x1 pairs it runs (:func:`pair_rounds` on sm_count // 2
+cluster slots, the split-tail term, x the tile's area) rather than as single 128x256 tiles on every SM (False),
+where the 192x192 tiles fit one round (MISALIGNED_TALL_PAIRED_ONE_ROUND); not where narrow pairs would then
+replace the 192x192 tiles (plan_config keeps the pairs' own choice there).  H200 out of sample: 12 of 16 random
+shapes faster, +14.2%."""
 MISALIGNED_TALL_PAIRED_ONE_ROUND = True
-"""... only where the 192x192 tiles fit one round (at most ``sm_count``; False: any count).  The two samples
-of MISALIGNED_TALL_PAIRED (stop 35 call 5, stop 36 call 3: 32 shapes) split by the 192x192 plan it moved to:
-one data-parallel round, 6 of 6 faster (+8% to +19%); more rounds without a split, 9 of 13 (-9% to +15%);
-a split-K tail, 4 of 12 (bf16 TT 464x9704x3512 -23%, fp16 TT 2616x1768x7848 -16%; 536x8624x9592 +49%)."""
+"""... only where the 192x192 tiles fit one round (at most ``sm_count``; False: any count).  Measured by the 192x192
+plan it moved to: one data-parallel round 6 of 6 faster (+8% to +19%), more rounds 9 of 13, a split-K tail 4 of
+12."""
 MISALIGNED_TALL_RATIO_MN_MAJOR = 1.0
-"""H200, stop 32: MISALIGNED_TALL_RATIO 0.9 -> 1.0 for every layout (rule_ab, 16 shapes of rule_cases seed
-71) ran 10 of 16 faster, +5.5%, but TN (both K-major) only 1 of 6 (-5% to -12%) and NN/NT/TT 9 of 10; with
-an operand MN-major only, out of sample (seed 83, NN/NT/TT): 13 of 16 faster, geomean +10.9% (to +37% at
-2032x2264x1512 and 944x4360x1896; losses 9656x1040x2872 -5.7%, 2856x2248x3248 -7.2%, 7416x816x11256 -1.6%)."""
+"""misaligned_tall_fits' ratio where an operand is MN-major.  H200: 1.0 ran 13 of 16 random NN/NT/TT shapes faster
+out of sample (+10.9%), but TN (both K-major) only 1 of 6, which keeps MISALIGNED_TALL_RATIO."""
 
 
 def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int = BLOCK_K,
                          mn_major: bool = False, paired: bool | None = None) -> bool:
-    """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs
-    192x192 tiles (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters:
-    M >= TALL_MIN_M and :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9; ``mn_major``, an
-    operand MN-major: MISALIGNED_TALL_RATIO_MN_MAJOR, 1.0) of 128x256's - where 128x256 tiles quantise into a
-    partly empty last round that 192x192 ones fill (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3
-    rounds of 66 clusters; 3 x 41 = 123 192x192 tiles, one round).
+    """Whether a problem that takes the misaligned-pitch rule (:func:`misaligned_pitch_config`) runs 192x192 tiles
+    (cooperative, data-parallel or split-K, no cluster) instead of 128x256 in 2x1 clusters: M >= TALL_MIN_M and
+    :func:`schedule_cost` of 192x192 at most MISALIGNED_TALL_RATIO (0.9; ``mn_major``, an operand MN-major:
+    MISALIGNED_TALL_RATIO_MN_MAJOR, 1.0) of 128x256's - where 128x256 tiles quantise into a partly empty last
+    round that 192x192 ones fill (e.g. 552x7768x648: 5 x 31 = 155 pairs of 128x256 tiles, 2.3 rounds of 66
+    clusters; 3 x 41 = 123 192x192 tiles, one round).  ``paired``: price the 128x256 side as pairs
+    (MISALIGNED_TALL_PAIRED, None: that setting) where the 192x192 tiles fit one round (..._ONE_ROUND).
 
-    H200, stop 30 (bench/NOTES.md), fp16 TN, 13 shapes the rule loses on against cuBLAS, forced variants in
-    the same rounds: at model ratio 0.63 (four shapes) 192x192 ran +16% to +44% over the rule, at 0.84
-    (7712x1064x856) +12%; at 0.95 (760x9104x1176) -12% and at >= 1.06 -2% to -19%. 192x128 tiles, which
-    choose_tall also weighs, are not taken here: at 400x5560x3448 (model 0.88) they ran 29% slower than the
-    rule (three 192-row tiles on M = 400).  ``paired``: price the 128x256 side as pairs
-    (MISALIGNED_TALL_PAIRED, None: that setting) where the 192x192 tiles fit one round (..._ONE_ROUND)."""
+    H200 fp16 TN, on shapes the rule loses: at model ratio 0.63 192x192 ran +16% to +44% over the rule, at 0.95
+    -12%.  192x128 tiles are not taken here (at 400x5560x3448 they ran 29% slower than the rule)."""
     ratio = MISALIGNED_TALL_RATIO_MN_MAJOR if mn_major else MISALIGNED_TALL_RATIO
     if ratio <= 0 or m < TALL_MIN_M:
         return False
@@ -1072,18 +896,10 @@ def misaligned_tall_fits(m: int, n: int, k: int, sm_count: int, *, block_k: int 
 
 
 MISALIGNED_WIDTH_192_RATIO = 1.0
-"""misaligned_width_192_fits: 128x192 tiles in 2x1 clusters instead of the misaligned-pitch rule's 128x256
-ones where 192-wide columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less and the schedule model
-gives them at most this share of 128x256's time (0: never), from K = MISALIGNED_WIDTH_192_MIN_K.  H200,
-stop 32: 0 -> 1.0 with any K out of sample (rule_ab, 16 shapes of rule_cases seed 85, MIN_FILL 0.5 on both
-sides) 9 of 16 faster, +4.6%: K >= 2664 8 of 11 faster (+3% to +36%: 6984x536x9784, 11832x1056x9264,
-4032x1552x12424; losses 2264x1664x5584 -9%, 1352x5688x13016 -5%), K <= 1080 1 of 5 (-1.5% to -4.5%).
-The oracle agrees at long K (bf16 TN 7696x1032x10904 +12%, 960x3016x10936 +20%, 2896x824x5848 +9%) but
-had 2392x1800x10104 -14% (bf16 TN and fp16 NN).  Stop 33, with the K floor 2048, 16 new shapes (rule_cases
-seed 91, bench/next_session.sh part 3 (a), 7 alternating rounds): 10 of 16 faster, geomean +8.7%
-(prediction >= 11 of 16, +3%: the count missed by one, the geomean met); gains +2.5% to +46%
-(5400x560x6072 fp16 TN +46%, 6008x520x5608 +35%, 1112x4896x7376 +29%, 424x4384x7080 +22%), the six
-losses -1.6% to -3.0% (2352x3344x10424 fp16 TN -3.0%, 2104x3360x2728 -2.7%).  On."""
+"""misaligned_width_192_fits: 128x192 tiles in 2x1 clusters instead of the misaligned-pitch rule's 128x256 ones where
+192-wide columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less and the schedule model gives them at most this
+share of 128x256's time (0: never), from K = MISALIGNED_WIDTH_192_MIN_K (shorter K ran 1 of 5 faster).  H200 out
+of sample: 10 of 16 random shapes faster, +8.7%."""
 MISALIGNED_WIDTH_192_MIN_K = 2048
 
 
@@ -1101,36 +917,21 @@ def misaligned_width_192_fits(wide: GemmConfig, m: int, n: int, k: int, sm_count
 
 
 MISALIGNED_NARROW_RATIO = 0.95
-"""misaligned_narrow_width: a 128xW tile between the multiples of 64 (NARROW_RULE_NS) in the
-misaligned-pitch rule's 2x1 pairs instead of its 128x256 / 128x192 ones when the pairs' load model
-(:func:`pair_schedule_cost`) gives the best such width at most this share of their time (0: never), from
-K = MISALIGNED_NARROW_MIN_K and M > MISALIGNED_NARROW_MAX_ROWS_OFF x 128.  H200, stop 34 (bench/NOTES.md
-calls 2-3, rule_ab, 7 alternating rounds): with an area model (schedule_cost over pairs) 14 of 20 faster,
-+3.2% - the six losses traded 256-wide pairs for 30-60% more narrow ones or had three tile rows; with the
-load model and M > 384, out of sample (rule_cases seed 343, 3.8% of random step-8 16-bit shapes move) 15
-of 20 faster, geomean +6.9% (4032x680x14328 fp16 NN 256 -> 176 +21%, 12544x816x3576 192 -> 208 +20%,
-480x4312x7000 256 -> 160 +19%; losses -0.3% to -2.5%, three of them 192 -> 240).  Then (call 8's oracle,
-7456x1688x9784: 224 pairs -8% against the 192 pairs they replaced) weighed against the cheaper of the
-chosen and 128x256 pairs: six of the measured transitions drop (net about 0), 2.8% of random step-8
-16-bit shapes move; that form not A/B'd again."""
+"""misaligned_narrow_width: a 128xW tile between the multiples of 64 (NARROW_RULE_NS) in the misaligned-pitch rule's
+2x1 pairs instead of its 128x256 / 128x192 ones when the pairs' load model (:func:`pair_schedule_cost`) gives the
+best such width at most this share of the cheaper of the chosen and 128x256 pairs' time (0: never), from K =
+MISALIGNED_NARROW_MIN_K and M > MISALIGNED_NARROW_MAX_ROWS_OFF x 128.  The pairs are L2-bound, so narrower tiles
+pay for their extra A loads; an area model did worse (14 of 20 faster, +3.2%).  H200 out of sample: 15 of 20
+random shapes faster, +6.9%."""
 MISALIGNED_NARROW_MIN_K = 1024
 MISALIGNED_NARROW_OVER_TALL = True
-"""plan_config: where misaligned_tall_fits takes 192x192 tiles, narrow pairs (misaligned_narrow_width against
-128x256 pairs) instead when that rule gives a width (False: never).  Stop 34's oracle rows: fp16 NN
-7080x808x4760 128x208 2x1 +21.4% over 192x192, bf16 TN 2496x520x8856 128x176 2x1 +13% / +18% (two calls),
-fp16 NN 9112x2848x4200 stays 192x192 (192 2x1 +1.1%).  Stop 35 (H200, rule_ab False -> True, auto plans
-A/B in 7 alternating rounds, bench/NOTES.md call 1), out of sample (rule_cases seed 349: 0.75% of random
-step-8 16-bit shapes move, mostly NN): 12 of 16 faster, geomean +4.9% (bf16 NN 9000x640x1080 224 pairs
-+25%, 1784x1096x2568 160 pairs +18%, fp16 NN 5280x1944x10728 224 pairs +14%; losses fp16 NN
-1000x4192x1904 176 pairs -16%, bf16 NN 776x2376x6208 160 pairs -12%, 920x12592x10208 224 pairs -7%,
-720x9296x16008 -1.5%); prediction was >= 9 of 16, +2%."""
+"""plan_config: where misaligned_tall_fits takes 192x192 tiles, narrow pairs (misaligned_narrow_width against 128x256
+pairs) instead when that rule gives a width (False: never). H200 out of sample: 12 of 16 random shapes faster,
++4.9%."""
 MISALIGNED_NARROW_OVER_TALL_MIN_M = 1024
-"""... and M above this (0: any).  Stop 35: with M <= 1024 the narrow pairs lost to the 192x192 tiles they
-replaced on 7 of 10 measured rows (call 1's A/B and the oracle: 560x3376x5976 -30%, 536x7240x3112 -26%,
-1000x4192x1904 -16%; 696x8712x1792 +6%), with M > 1024 won all 9 (+0.5% to +25%).  Out of sample
-(bench/NOTES.md call 5, rule_ab 0 -> 1024 on 12 shapes of rule_cases seed 359, 0.12% of random step-8
-16-bit shapes move back to 192x192): 8 of 12 faster, geomean +9.8% (bf16 NN 856x4760x1360 +37%, fp16 NN
-904x4224x1328 +28%; losses bf16 TN 728x2896x9048 -10%, 816x7288x1304 -7%); prediction was >= 8, +4%."""
+"""... and M above this (0: any): with M <= 1024 the narrow pairs lost to the 192x192 tiles they replaced on 7 of 10
+measured rows, with M > 1024 they won all 9. H200 out of sample: 8 of 12 random shapes faster with the limit,
++9.8%."""
 MISALIGNED_NARROW_MAX_ROWS_OFF = 3
 """misaligned_narrow_width: not with this many tile rows or fewer (M <= 384)."""
 
@@ -1158,24 +959,15 @@ def pair_rounds(m: int, n: int, k: int, sm_count: int, block_n: int, block_k: in
 
 
 MISALIGNED_PAIR_1X2_RATIO = 0.9
-"""plan_config: the misaligned-pitch rule's 128x256 pairs (:func:`misaligned_pitch_config`, where its width
-choices keep 256) run as 1x2 clusters (horizontally adjacent tiles sharing A by multicast) instead of 2x1
-where their schedule (:func:`pair_rounds`) is at most this share of the 2x1 pairs' (0: never).  2x1 pairs share
-B, the larger tile operand, so they ask L2 for fewer lines per FLOP (2 x 128 + W per pair and k-block
-against 128 + 2 x W), the rule's premise; but an odd tile-row count leaves half-empty pairs in the last
-pair row, and where that pushes the pairs past the cluster slots the 1x2 ones finish a round earlier.
-Found in the stored oracle rows (bench/NOTES.md stop 41): of 121 rows whose plan is 2x1 pairs with the
-same width timed in 1x2 clusters, the 8 with this ratio <= 0.9 (all 128x256) ran 1x2 faster, all 8 (+2% to
-+13%, geomean +8.3%; bf16 NN 6016x3568x1704 +11%, fp16 NN 3352x11056x432 +11%, bf16 TT 6200x840x8200 +9%),
-the others mostly slower (1x2 over 2x1 geomean 0.87 with both tile counts odd and no fewer rounds).
-Out of sample (H200, stop 41 call 4: bench/rule_ab.py 0 -> 0.9, auto plans A/B in 9 alternating rounds x 30,
-cases from bench/rule_cases.py; 2.5% of random step-8 16-bit shapes move, 0.7% of e4m3, 2.0% of tf32):
-fp16 / bf16 in four layouts, seed 392 **13 of 15 faster, +10.9%**, seed 395 **14 of 16, +15.0%** (+40% to
-+52% with three tile rows: bf16 NN 360x13088x10528, fp16 TT 304x8760x1096, bf16 TT 344x9368x1232; losses
-bf16 NT 1840x5464x1616 -5.3%, TT 9832x1304x2072 -6.1%, fp16 TN 632x16280x1096 -3.6%); e4m3 seed 393 **8 of
-12, +6.0%** (+22% to +26% with three tile rows; 4184x1264x10064 -24.8%, 776x15368x2128 -7.2%); tf32 seed 394
-5 of 8, +4.8% (724x7364x15356 -13.9%): under the two thirds the A/B's prediction asked of a kind not in the
-fitted rows, so tf32 keeps its 2x1 pairs (MISALIGNED_PAIR_1X2_KINDS).  The losses sit at ratios 0.83-0.9."""
+"""plan_config: the misaligned-pitch rule's 128x256 pairs (:func:`misaligned_pitch_config`, where its width choices
+keep 256) run as 1x2 clusters (horizontally adjacent tiles sharing A by multicast) instead of 2x1 where their
+schedule (:func:`pair_rounds`) is at most this share of the 2x1 pairs' (0: never).  2x1 pairs share B, the larger
+tile operand, so they ask L2 for fewer lines per FLOP (2 x 128 + W per pair and k-block against 128 + 2 x W), the
+rule's premise; but an odd tile-row count leaves half-empty pairs in the last pair row, and where that pushes the
+pairs past the cluster slots the 1x2 ones finish a round earlier.  Fitted on the stored oracle rows (the 8 at this
+ratio <= 0.9 all ran 1x2 faster, +8.3%).  H200 out of sample: fp16/bf16 in four layouts 27 of 31 random shapes
+faster (+10.9%, +15.0%; +40% to +52% with three tile rows), e4m3 8 of 12 (+6.0%); tf32 ran 5 of 8 (+4.8%) and
+keeps its 2x1 pairs (MISALIGNED_PAIR_1X2_KINDS)."""
 MISALIGNED_PAIR_1X2_KINDS = (FP16, BF16, E4M3, E5M2)
 """... the input kinds it applies to (both a's and b's; e5m2 and mixed fp8 run e4m3's kernels and bytes)."""
 
@@ -1310,8 +1102,8 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             if tall:
                 return with_tile(wide, narrow_n)
             # 192x192 only by the pairs' price, and narrow pairs would replace it: the pairs' own choice
-            # below, as without MISALIGNED_TALL_PAIRED (stop 36: the pairs' price moved 192 pairs to 208 / 176
-            # ones through here, -5% to -6% on three of four measured shapes)
+            # below, as without MISALIGNED_TALL_PAIRED (through here the pairs' price moved 192 pairs to
+            # 208 / 176 ones: -5% to -6% on three of four measured shapes)
         if misaligned_width_192_fits(wide, m, n, k, sm_count):
             wide = with_tile(wide, 192)
         narrow_n = misaligned_narrow_width(wide, m, n, k, sm_count)
@@ -1356,8 +1148,7 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
             cfg, tiles = narrow, tile_count(km, kn, narrow.block_n, batch)
     if block_m is None and nothing_forced:
         # A stream-K choice with no full wave (STREAM_K_ONE_WAVE_MIN_K_BLOCKS) does not stand against tall
-        # tiles: choose_tall weighs the data-parallel plan it replaced (stop 30: 192x128 over it ran 10-41%
-        # faster)
+        # tiles: choose_tall weighs the data-parallel plan it replaced (192x128 over it ran 10-41% faster)
         one_wave_sk = cfg.stream_k and tiles < sm_count
         tall_n = choose_tall(replace(cfg, stream_k=False) if one_wave_sk else cfg, km, kn, k, batch, sm_count)
         if tall_n is not None:
@@ -1388,25 +1179,13 @@ def plan_config(m: int, n: int, k: int, batch: int, sm_count: int, *, kinds: tup
 
 CLUSTER_MN_MAJOR_A_MIN_M = 1536
 """mn_major_a_pairs_fit: 128x128 tiles with an M-major a and a K-major b (the NN layout) run in 2x1 clusters
-(vertically adjacent tiles sharing B by multicast) from M = this (0: never), over an even number of tile
-rows.  The stored oracle rows (bench/results, stops 31-36: fp16 NN, the automatic 128x128 plan against the
-same tile forced 2x1 in the same rounds) had 22 such rows: from M = 1536, 6 of 7 faster (5752x456x2984
-+25%, 3520x416x1000 +24%, 5816x432x7744 +19%, 1784x440x384 +13%; 2248x528x456 -2.3%); below, 6 of 15
-(1440x856x680 -8%); TN rows (16) geomean +0.4%, TT (11) -4.6%, NT (9) -0.3%.  Stop 36 call 4 (H200,
-rule_ab 0 -> 1536 without the even-rows condition, rule_cases seed 366, 16 NN shapes; 4.2% of random NN
-step-8 shapes moved): 11 of 16 faster, geomean +4.3% (fp16 5232x376x8280 +21%, 4752x312x1576 +12%, bf16
-2464x536x920 +12%); over an even number of tile rows 8 of 9 faster (fp16 3240x456x1824 -5.6%), over an odd
-one 3 of 7 (bf16 1656x1224x1768 -18%: 7 pair rows x 10 = 70 pairs on 66 slots, a split tail), as
-choose_cluster found for idle half-pairs (stop 17) -> the even-rows condition, A/B'd again (call 5)."""
+(vertically adjacent tiles sharing B by multicast) from M = this (0: never), over an even number of tile rows (an
+odd count leaves an idle half-pair: 3 of 7 faster).  The stored oracle rows had 6 of 7 NN rows from M = 1536
+faster paired, 6 of 15 below.  H200 out of sample: 11 of 16 random NN shapes faster (+4.3%; +1.2% with the
+even-rows condition, 11 of 16)."""
 CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS = 0
-"""... and over an odd number of tile rows from this many (0: never): one idle half-pair in that many rows.
-In sample (stop 36 call 4 and the seed-44 oracle) odd rows >= 19: 4 of 6 faster, about +7% (fp16
-5232x376x8280 41 rows +21%, 3144x472x1720 25 rows +13%, 2360x744x2024 19 rows +9%; 2664x712x536 21 rows
--1.4%); 13 rows lost (-18%, -1.6%).  Stop 37 (H200, rule_ab 0 -> 19, rule_cases seed 368, 16 NN shapes):
-7 of 16 faster, +1.0% - all 5 with K >= 1384 faster (+4.4% to +26%: fp16 5160x376x10264 +26%, bf16
-4888x304x1720 +11%), the 11 with K <= 1280 0.885-1.035 (fp16 2408x752x1152 -11.5%).  With a K floor of
-1344 on a new draw (call 4, rule_cases seed 370): 9 of 16 faster, +1.9% (fp16 4688x376x6184 +27%,
-3120x640x2176 -17%, 4640x368x6464 -10%) - mixed at every K: off, and no K floor kept."""
+"""... and over an odd number of tile rows from this many (0: never): one idle half-pair in that many rows.  Off:
+mixed at every K on the H200 (7 of 16 random NN shapes faster, +1.0%; with a K floor 9 of 16, +1.9%)."""
 
 
 def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> bool:
@@ -1424,35 +1203,25 @@ def mn_major_a_pairs_fit(cfg: GemmConfig, m: int, kmajor: tuple[bool, bool]) -> 
 
 TILE_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.92, (192, 192): 0.89, (192, 128): 0.85,
                    **{(128, w): 0.97 for w in NARROW_BOX_NS}}
-"""Work per unit time of a tile shape relative to 128x256 (choose_tall's model; H200 bf16, stop 19:
-4096^3 192x192 642 vs 128x256 718 TFLOP/s at about equal rounds; 128x128 ~8% more power per FLOP than
-128x256, stop 14).  The widths between the multiples of 64 (stop 33, bench/NOTES.md call 2: measured
-time against this model's on 16 bf16 TN shapes, median per width 0.96-1.04 for data-parallel/split
-plans) 0.97."""
+"""Work per unit time of a tile shape relative to 128x256 (the schedule models'): at 4096^3 192x192 ran 642 against
+128x256's 718 TFLOP/s at about equal rounds; 128x128 draws about 8% more power per FLOP than 128x256 at the 700 W
+cap; the widths between the multiples of 64 measured 0.96-1.04 of this model's time (median per width)."""
 TALL_MIN_RATIO = 0.96
 """choose_tall: tall tiles when the model's time of the heuristic's choice is at least this share of theirs."""
 TALL_MIN_M = 384
 
 
 SPLIT_TAIL_OVERHEAD = 0.5
-"""schedule_cost: a last wave split s >= 3 ways after full waves costs SPLIT_TAIL_OVERHEAD x (s - 1) / s
-of a round more than its share (the fix-up and the short k ranges), for every tile shape; fp16/bf16 and
-fp8, not tf32 (choose_tall).  H200, stop 20 (bench/NOTES.md calls 6, 7, 12, 13): on 28 random fp16/bf16/
-e4m3 shapes whose choice it changes, +3.8% geomean (22 faster, the rest -1.6% to -5.6%); on six tf32
-shapes -2% (it moved three away from 192-row tiles that tf32 runs well: -11%, -4%, -0.4%).  Stop 21: a
-third fp16/e4m3 draw +3% (8 of 12 faster); tf32 with the term as is +0.5% to +2% (mixed, eight shapes),
-with it on the 128-row side only -1.6% out of sample (it won on 2-5-wave shapes, lost on 16-24-wave
-128x128 ones): tf32 stays without it (bench/NOTES.md, stop 21 calls 8-9)."""
+"""schedule_cost: a last wave split s >= 3 ways after full waves costs SPLIT_TAIL_OVERHEAD x (s - 1) / s of a round
+more than its share (the fix-up and the short k ranges), for every tile shape; fp16/bf16 and fp8, not tf32 (it
+moved tf32 shapes away from the 192-row tiles tf32 runs well: -2% on six).  H200: 22 of 28 random fp16/bf16/e4m3
+shapes whose choice it changes faster, +3.8%."""
 
 
 STREAM_K_MODEL_OVERHEAD = 0.25
-"""schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the
-split tiles' shorter k ranges); 0 prices it at its share.  Stop 30: where 128x256 stream-K at 48-191
-k-blocks gave way to 192-row tiles or swap-AB, those ran faster on 22 of 26 shapes (+65% at most,
-losses <= 1.4%), so the model under-priced it.  Stop 31 (H200, rule_ab 0 -> 0.25, auto plans A/B in 7
-alternating rounds, bench/NOTES.md): on 16 random 16-bit shapes whose plan it moves (0.23% of random
-shapes) 14 faster, geomean +13.6% (128x256 stream-K -> 192x128 +16% to +38% on N <= 384, -> swap-AB
-+2% to +16%, -> 192x192 -3.5% to +12.5%); prediction was >= 11 of 16, +4%."""
+"""schedule_cost: rounds a stream-K partial wave costs beyond its share of the SMs (its fix-up, the split tiles'
+shorter k ranges); 0 prices it at its share, which under-priced it.  H200 out of sample: 16 of 16 random shapes
+whose plan it moves faster, +10.1% (0.5: 8 of 16, -2%)."""
 
 
 def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: int, stream_k: bool = False,
@@ -1475,9 +1244,9 @@ def schedule_cost(m: int, n: int, k: int, sm_count: int, block_m: int, block_n: 
 def split_rounds(units: int, k_blocks: int, slots: int, split_tail_overhead: float, narrow: bool = False) -> float:
     """The models' rounds of a data-parallel / split-K schedule of ``units`` whole-K units on ``slots``
     (:meth:`scheduler.Decomposition.time_in_rounds`), a last wave split s >= 3 ways after full waves
-    ``split_tail_overhead`` x (s - 1) / s of a round longer (schedule_cost, pair_schedule_cost).  The models
-    keep the tail splits they were calibrated with (stops 19-24: at most MAX_SPLITS, as chain=True gives):
-    the kernels' TAIL_MAX_SPLITS tails would change the rules' choices unmeasured."""
+    ``split_tail_overhead`` x (s - 1) / s of a round longer (schedule_cost, pair_schedule_cost). The models keep
+    the tail splits they were calibrated with (at most MAX_SPLITS, as chain=True gives): the kernels'
+    TAIL_MAX_SPLITS tails would change the rules' choices unmeasured."""
     from . import scheduler
     dec = scheduler.decompose(units, k_blocks, slots, narrow=narrow, chain=True)
     rounds = dec.time_in_rounds(slots)
@@ -1487,99 +1256,58 @@ def split_rounds(units: int, k_blocks: int, slots: int, split_tail_overhead: flo
 
 
 WIDTH_192_RATIO = 1.0
-"""plan_config: 128x192 tiles instead of a 16-bit 128x256 choice without a cluster (choose_width_192) when
-the 128x192 plan (its own stream-K / split choice, no cluster) is modelled (:func:`config_cost`, 128x192
-as efficient as 128x256) at most this share of the 128x256 one's, K >= WIDTH_192_MIN_K and 192-wide
-columns pad N by more than WIDTH_192_MIN_PAD_GAIN x N less than 256-wide ones; 0: never.  Stop 31
-(H200, bench/NOTES.md): the oracle (bench/oracle.py, bf16 TN, 54 shapes) had 128x192 alone or in 2x1
-clusters best on 11 of the 34 shapes where the automatic plan left >= 3%; rule_ab of the model alone
-(ratio 1.0, no padding or K condition) 20 of 34 faster, +1.2% (8192^3 -2%, losses to -19% where 192
-pads more, e.g. N = 448); with the padding and K conditions, in sample 18 of 21, +7.4%, and out of sample
-(bench/rule_cases.py seed 61: 4.6% of random 16-bit shapes change plan) 17 of 24 faster, geomean +4.4%
-(+1% to +32%: N = 576 +32%, 128x256 stream-K -> 128x192 +6% to +14%; losses 2176x3648x1536 -7.4%,
-5504x1344x1664 -4.3%, the rest <= 1.8%); prediction was >= 16 of 24, +3%."""
+"""plan_config: 128x192 tiles instead of a 16-bit 128x256 choice without a cluster (choose_width_192) when the
+128x192 plan (its own stream-K / split choice, no cluster) is modelled (:func:`config_cost`, 128x192 as efficient
+as 128x256) at most this share of the 128x256 one's, K >= WIDTH_192_MIN_K and 192-wide columns pad N by more than
+WIDTH_192_MIN_PAD_GAIN x N less than 256-wide ones; 0: never.  Without the padding and K conditions it lost up to
+19% where 192 pads more.  H200 out of sample: 17 of 24 random shapes faster, +4.4% (N = 576 +32%)."""
 WIDTH_192_MIN_K = 1024
 WIDTH_192_MIN_PAD_GAIN = 0.02
 
 
 NARROW_WIDTH_RATIO = 0.95
-"""plan_config: a 128xW tile between the multiples of 64 (NARROW_BOX_NS) instead of a 16-bit 128x256 or
-128x192 choice without a cluster (choose_narrow_width) when the best such plan is modelled
-(:func:`schedule_cost`, TILE_EFFICIENCY 0.97) at most this share of the choice's; 0: never.  Stop 33
-(H200, bench/NOTES.md call 2, bench/oracle.py --widths, bf16 TN): on the survey's worst shapes a new
-width was best by +5% to +18% over the automatic plan (1024x3584x18944 224 +12.5%, 8288x688x3008 176
-+16%, 1024x4608x3584 144 +14%, 2048x3584x4096 224 +12%); the model's spread around the measurement
-(0.75-1.4 per plan) is why the margin.  Applied before the tall and swap rules it displaced them (call 3,
-out of sample: 10 of 24 faster, +0.9%); applied last, on what they leave, without 144 (call 4, rule_ab on
-20 new shapes of rule_cases seed 177, 7 alternating rounds): 16 of 20 faster, geomean +6.85% (+27.5% at
-bf16 15616x320x3904, 192 -> 160; losses -3.7%, -3.1%, -1.0%, -0.9%).  About 4% of random 16-bit TN/NN
+"""plan_config: a 128xW tile between the multiples of 64 (NARROW_RULE_NS) instead of a 16-bit 128x256 or 128x192
+choice without a cluster (choose_narrow_width) when the best such plan is modelled (:func:`schedule_cost`,
+TILE_EFFICIENCY 0.97) at most this share of the choice's; 0: never.  The margin covers the model's spread around
+the measurements; the rule runs last, on what the tall and swap rules leave (applied before them it displaced
+their better plans).  H200 out of sample: 16 of 20 random shapes faster, +6.85%; about 4% of random 16-bit TN/NN
 shapes move."""
 NARROW_RULE_NS = (160, 176, 208, 224, 240)
-"""choose_narrow_width's candidates: NARROW_BOX_NS but 144, which lost 7 of the 8 times the first form of
-the rule picked it (stop 33 calls 2-3: -1% to -9.5%; won only 1024x4608x3584, +14%)."""
+"""choose_narrow_width's candidates: NARROW_BOX_NS without 144, which lost 7 of the 8 times an early form of the rule
+picked it (-1% to -9.5%)."""
 NARROW_MIN_K = 1024
 """choose_narrow_width: K from which the widths between the multiples of 64 are weighed (WIDTH_192_MIN_K)."""
 NARROW_OVER_TALL_RATIO = 0.85
-"""choose_narrow_width: the ratio against a 192-row choice of a width in NARROW_OVER_TALL_NS (0: never, the
-narrow widths only replace 128x256 / 128x192 / long-K 128x128).  Stop 34's oracle rows: on ten shapes whose
-plan is 192-row a narrow width ran +5% to +24%.  Stop 35 (H200, rule_ab, auto plans A/B in 7 alternating
-rounds, bench/NOTES.md calls 1, 3, 4): against 192x192 and 192x128 at 0.9, 16 random shapes +0.55% - the
-192x192 rows mixed (-25% to +21%), the five 192x128 ones all faster; against 192x128 only at 0.95, 16 new
-shapes 10 faster, +3.3%, the losses where the model's ratio was 0.89-0.95 (to -11.5%); at 0.85 (fitted on
-those 21 rows), 16 new shapes (rule_cases seed 356, 0.69% of random step-8 16-bit shapes move) **13 faster,
-geomean +11.4%** (bf16 TN 616x3952x13328 160 +57%, fp16 NN 416x4952x15920 +47%, 2944x792x5920 +39%; losses
-bf16 NN 2512x824x9200 -13%, 3824x600x1744 -1.3%, fp16 TN 4992x448x7768 -0.5%); prediction was >= 11, +4%."""
+"""choose_narrow_width: the ratio against a 192-row choice of a width in NARROW_OVER_TALL_NS (0: never; the narrow
+widths then only replace 128x256 / 128x192 / long-K 128x128). At 0.95 the losses sat at model ratios 0.89-0.95.
+H200 out of sample at 0.85: 13 of 16 random shapes faster, +11.4%."""
 NARROW_OVER_TALL_NS = (128,)
-"""... the 192-row choices' widths it applies to: 192x128 (192x192 ran mixed, stop 35 call 1)."""
+"""... the 192-row choices' widths it applies to: 192x128 (against 192x192 the narrow widths ran mixed, -25% to
++21%)."""
 NARROW_OVER_TALL_192_SPLIT = False
-"""... and 192x192 choices with fewer tiles than SMs (split-K in one round; False: never).  Stop 35 call 1's
-192x192 rows split by tile count: the six with fewer tiles than SMs ran the narrow widths 5 faster, about
-+5% (bf16 TN 3696x304x1680 +21%, 688x656x15856 +16%; 560x2216x5144 -15%), the five with >= 120 tiles
--25% to +1% (in sample; prepared for bench/next_session.sh part 3, not measured as a rule)."""
+"""... and 192x192 choices with fewer tiles than SMs (split-K in one round; False: never).  Off: mixed on the H200 (9
+of 16 random shapes faster, +3.45%)."""
 NARROW_PAD_SLACK = 0.0
-"""choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than
-256-wide ones (0: never more).  Stop 34's oracle (call 8): bf16 2736x1280x8816 ran 128x224 +11% over
-128x256 - 6 columns of 224 pad 1280 by 64, but 22 x 6 = 132 tiles fill the wave that 110 did not; not
-measured as a rule yet (bench/next_session.sh part 3)."""
+"""choose_narrow_width: a width is weighed when its columns pad N by at most this share of N more than 256-wide ones
+(0: never more).  Single shapes gain from slack (bf16 2736x1280x8816: 128x224 +11% over 128x256, its 132 tiles
+filling the wave that 110 did not), but 0.05 ran 10 of 16 random shapes faster, -0.4%: kept at 0."""
 
 
 NARROW_OVER_128_RATIO = 0.95
 """choose_narrow_width: the ratio against a cooperative 128x128 choice without a cluster (0: never) from K =
-NARROW_OVER_128_MIN_K (2560, 40 k-blocks: call 3's 12 shapes at K 2056-2336 ran 5 faster, +1.0%, and with
-call 2's the gain followed K; call 4's 16 lowest-K shapes of a new sample, K 2560-2824, 11 faster, +5.35%,
-losses fp16 TN 256x6352x2656 128x256 -18%, bf16 TN 2568x584x2752 208 -12.6%, fp16 TN 4152x472x2752 -8.6%),
-weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
-NARROW_OVER_128_EFFICIENCY (0.92, its TILE_EFFICIENCY, in calls 2-4; 0.8 since call 9, with the widths'
-stream-K plans, NARROW_OVER_128_STREAM_K).
-Long-K 128x128 plans (fewer than about 0.8 waves of 128x256 tiles: split-K, or stream-K) were the
-oracle's worst rows (stops 31-35): fp16 NN 968x800x10080 128x208 +43%, 792x968x9864 128x256 +20% (1x2
-+34%), 6352x392x6272 (stream-K) 128x208 +80%; replayed on the 335 stored oracle rows (bench/oracle_replay.py)
-the rule moves 9, all faster.  Stop 35 (H200, rule_ab 0 -> 0.95, auto plans A/B in 7 alternating rounds,
-bench/NOTES.md call 2), out of sample (rule_cases seed 352: 3.7% of random step-8 16-bit shapes move): **21
-of 24 faster, geomean +12.0%** (bf16 NN 2008x416x7040 208 +52%, bf16 TN 4176x400x4488 208 +38%, 128x256
-split-K over 128x128 +1% to +28% on six shapes - 936x2016x11200 +25%; losses bf16 NN 384x2616x2128 240
--15%, fp16 NN 288x1896x2264 -2.4%, fp16 TN 480x520x9864 -1%); prediction was >= 16 of 24, +4%.  At long
-K a 128x128 tile loads twice 128x256's bytes per FLOP."""
+NARROW_OVER_128_MIN_K, weighing 128x192 and 128x256 too (NARROW_OVER_128_NS), the 128x128 plan priced at
+NARROW_OVER_128_EFFICIENCY.  At long K a 128x128 tile loads twice 128x256's bytes per FLOP; long-K 128x128 plans
+(split-K or stream-K, fewer than about 0.8 waves of 128x256 tiles) were the oracle's worst rows.  The K floor is
+where the gain held (K 2056-2336: 5 of 12 faster).  H200 out of sample: 21 of 24 random shapes faster, +12.0%."""
 NARROW_OVER_128_MIN_K = 2560
 NARROW_OVER_128_EFFICIENCY = 0.8
 NARROW_OVER_128_STREAM_K = True
-"""... and each width's stream-K plan too where its tiles are fewer than the SMs (False: only the plan its own
-rules give).  Stop 34's oracle: bf16 TN 3072x528x9216 128x176 stream-K +25% over 128x128 (one round of 120
-tiles), fp16 NN 5816x432x7744 128x224 stream-K +52%; the model prices both above 128x128 unless
-NARROW_OVER_128_EFFICIENCY is lowered too.  Stop 35 (H200, rule_ab, this and NARROW_OVER_128_EFFICIENCY
-0.92 -> 0.8 together, 7 alternating rounds, bench/NOTES.md call 9), out of sample (rule_cases seed 360:
-0.47% of random step-8 16-bit shapes move): **13 of 16 faster, geomean +6.25%** (bf16 TN 2856x576x11568
-128x192 stream-K +20%, fp16 TN 648x1368x7296 208 +16%, 4416x304x5480 160 stream-K +16%; losses -0.8% to
--1.7%); prediction was >= 10 of 16, +4%."""
+"""... and each width's stream-K plan too where its tiles are fewer than the SMs (False: only the plan its own rules
+give); with NARROW_OVER_128_EFFICIENCY 0.8 (0.92, its TILE_EFFICIENCY, priced those stream-K plans above 128x128).
+H200 out of sample, both together: 13 of 16 random shapes faster, +6.25%."""
 NARROW_OVER_128_MN_MAJOR_B = True
-"""... with an N-major B too, 128x192 and 128x256 only (the narrow kernels take K-major B; False: K-major B
-only).  The oracle (stop 33, fp16 NT 1992x912x5120): 128x256 +22%, in 1x2 clusters +27%, over 128x128.
-Stop 36 (H200, rule_ab False -> True, auto plans A/B in 7 alternating rounds, bench/NOTES.md call 3), out
-of sample (rule_cases seed 364: 3.0% of random step-8 16-bit shapes move, NT and TT): **14 of 16 faster,
-geomean +8.7%** (fp16 TT 1064x1512x12968 128x256 split 2 +21%, bf16 TT 272x2456x15032 128x192 +20%,
-792x1072x11072 +18%; losses bf16 NT 1240x1296x3208 -16%, fp16 TT 1472x1120x9648 -9.5%, both where 256-wide
-columns pad N 10-11% more than 128-wide ones - a filter on that replayed on the 1498 stored rows moves 6, 3
-faster, losing fp16 TN 496x3936x11768 +20%: not taken); prediction was >= 10 of 16, +3%."""
+"""... with an N-major B too, 128x192 and 128x256 only (the narrow kernels take K-major B; False: K-major B only).
+H200 out of sample (NT, TT): 14 of 16 random shapes faster, +8.7%."""
 NARROW_OVER_128_NS = (*NARROW_RULE_NS, 192, 256)
 """choose_narrow_width's candidates against a 128x128 choice."""
 
@@ -1681,22 +1409,15 @@ def config_cost(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int) -> float
 
 SWAP_WAVES_RATIO = 0.91
 """plan_config: swap-AB for a large 16-bit problem when the swapped configuration's modelled schedule
-(:func:`config_cost`) is at most this share of the chosen one's.  H200, stop 22 (bench/NOTES.md calls
-5-6, batch timing, ratio to cuBLAS swapped vs the previous choice): model ratios <= 0.907 ran +5.0%
-geomean over 13 bf16/fp16 measurements out of sample (7040x896x8192 +21% / +18%, 2880x1408x2048 +9% /
-+6%, 5696x1344x3072 +5% / +5%, 5056x4928x8192 +4% / +5%; 3712x1536x2048 -4% / -3% and 6656x5760x6144 -1%
-the losses) and +4.2% over ten in sample; at 0.92 - 0.923 -1.1% (fourteen measurements, nine slower).
-With 0.91, a third draw (call 7): +6.3% geomean, 18 of 20 faster; NN/NT/TT (call 9) 12 of 12 faster.
-The swapped kernel stores D column-major, which the model does not see."""
+(:func:`config_cost`) is at most this share of the chosen one's (at 0.92 nine of fourteen measurements ran
+slower).  The swapped kernel stores D column-major, which the model does not see.  H200: 18 of 20 random shapes
+faster, +6.3%; NN/NT/TT 12 of 12."""
 
 
 SWAP_WAVES_TALL_RATIO_LOWP = 0.80
-"""plan_config: the ratio for tf32 and per-tensor fp8 when the choice is a 192-row tile (128-row
-choices use SWAP_WAVES_RATIO).  H200, stop 23 (bench/NOTES.md, batch timing, swapped vs the previous
-choice, two baselines each): from 128-row choices (model 0.83 - 0.906) e4m3 +2.8% to +9.9% on 7 of 7
-shapes, tf32 +8% to +18% on 7 of 7; from 192x192 at 0.791 e4m3 4 of 5 faster (+2% to +9%, 3008x1344x2048
-+3% / -6%), tf32 5 of 5 (+6% to +15%); from 192-row choices at 0.85 - 0.907 mixed: e4m3 6336x896x2048
--15%, 5568x3392x2048 -10% (and in stop 22's sample 192x128 at 0.85 -12% to -18%), tf32 -0.4% to +8%."""
+"""plan_config: the ratio for tf32 and per-tensor fp8 when the choice is a 192-row tile (128-row choices use
+SWAP_WAVES_RATIO).  H200: from 192x192 at model ratio 0.79 e4m3 ran 4 of 5 and tf32 5 of 5 shapes faster swapped;
+at 0.85-0.91 mixed (e4m3 -10% to -15%)."""
 
 
 def padded_area(cfg: GemmConfig, rows: int, cols: int) -> int:
@@ -1705,39 +1426,28 @@ def padded_area(cfg: GemmConfig, rows: int, cols: int) -> int:
 
 
 def swap_adds_area(cfg: GemmConfig, swapped: GemmConfig, m: int, n: int) -> bool:
-    """From a 128-row choice ``cfg`` (on M x N), whether the swapped
-    kernel's grid (on N x M) covers more padded area: then plan_config does
-    not swap for waves, whatever the model says.  H200, stop 24
-    (bench/NOTES.md): every measured swap from a 128x256 choice whose
-    swapped grid is larger ran slower, 3% to 20% (e.g. 3200x1728x8192 182
-    tiles for 175: -7%; 832x6272x2048, whose swapped last tile column is
-    three-quarters past M: -10%), 29 measurements in fp16 / bf16 / e4m3 with
-    16-bit and fp32 output; every measured one with a smaller grid ran
-    faster, +3.6% to +36% (31, tf32 too).  The model's split-tail term had put the
-    larger grids at 0.90 of the choice: both orientations take two rounds,
-    and a 2-way split tail costs less in the model than a 3-way one.  Not
-    used from 192-row choices, whose tiles run at another efficiency (their
-    measured swaps won and lost on both sides of equal area)."""
+    """From a 128-row choice ``cfg`` (on M x N), whether the swapped kernel's grid (on N x M) covers more padded
+    area: then plan_config does not swap for waves, whatever the model says. H200: every measured swap from a
+    128x256 choice onto a larger grid ran 3% to 20% slower (29 measurements, fp16 / bf16 / e4m3, 16-bit and fp32
+    output; e.g. 3200x1728x8192, 182 tiles for 175: -7%); every one onto a smaller grid ran faster, +3.6% to +36%
+    (31, tf32 too).  The model's split-tail term had put the larger grids at 0.90 of the choice: both orientations
+    take two rounds, and a 2-way split tail costs less in the model than a 3-way one.  Not used from 192-row
+    choices, whose tiles run at another efficiency (their measured swaps won and lost on both sides of equal
+    area)."""
     return cfg.block_m == BLOCK_M and padded_area(swapped, n, m) > padded_area(cfg, m, n)
 
 
 def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tuple[int, int],
                      out_fp32: bool, block: bool) -> float:
-    """The largest modelled ratio (:func:`config_cost` of the swapped
-    orientation D^T = B^T A^T, tiles over N x M, to ``cfg``'s) at which
-    plan_config runs swap-AB instead of ``cfg`` (the rules' choice with
-    nothing forced); 0.0 where it never does.  The rule applies to one
-    batch, M and N >= TALL_MIN_M, ``cfg`` neither swapped already nor
-    clustered nor narrower than 128, and a swap-AB kernel (not
-    block-scaled): fp16/bf16 with 16-bit output SWAP_WAVES_RATIO (stop
-    22); tf32 (any output; measured with fp32), per-tensor fp8 with
-    16-bit output (measured e4m3, bf16 out; stop 23) and fp16/bf16 with fp32
-    output (stop 24) SWAP_WAVES_RATIO from a 128-row choice and
-    SWAP_WAVES_TALL_RATIO_LOWP from a 192-row one.  From a 128-row choice
-    plan_config also needs the swapped grid no larger (swap_adds_area).
-    The tile grid over N x M can quantise into whole waves where the one
-    over M x N leaves a partial one (5376 x 3200: 128x256 tiles 42 x 13 =
-    546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
+    """The largest modelled ratio (:func:`config_cost` of the swapped orientation D^T = B^T A^T, tiles over N x M, to
+    ``cfg``'s) at which plan_config runs swap-AB instead of ``cfg`` (the rules' choice with nothing forced); 0.0
+    where it never does.  The rule applies to one batch, M and N >= TALL_MIN_M, ``cfg`` neither swapped already
+    nor clustered nor narrower than 128, and a swap-AB kernel (not block-scaled): fp16/bf16 with 16-bit output
+    SWAP_WAVES_RATIO; tf32 (any output; measured with fp32), per-tensor fp8 with 16-bit output (measured e4m3,
+    bf16 out) and fp16/bf16 with fp32 output SWAP_WAVES_RATIO from a 128-row choice and SWAP_WAVES_TALL_RATIO_LOWP
+    from a 192-row one.  From a 128-row choice plan_config also needs the swapped grid no larger (swap_adds_area).
+    The tile grid over N x M can quantise into whole waves where the one over M x N leaves a partial one (5376 x
+    3200: 128x256 tiles 42 x 13 = 546 = 4.1 waves of 132, swapped 25 x 21 = 525 = 3.98)."""
     if not (batches == 1 and min(m, n) >= TALL_MIN_M and swap_buildable(block=block)
             and not cfg.d_colmajor and cfg.cluster_size == 1 and cfg.block_n >= 128):
         return 0.0
@@ -1750,37 +1460,24 @@ def swap_waves_limit(cfg: GemmConfig, m: int, n: int, batches: int, *, kinds: tu
 
 
 TALL_OVER_PINGPONG_MAX_WAVES = 2
-"""choose_tall replaces a ping-pong 128x128 choice by 192-row tiles when those fill at most this many
-waves, and beyond that only by 192x128 tiles with K of at least TALL_128_OVER_PINGPONG_MIN_K_BLOCKS
-k-blocks (H200, stop 26, auto plans A/B, bench/NOTES.md: beyond two waves ping-pong 128x128 was faster
-than 192x192 on 33 of 36 drawn shapes, +6% geomean, out of sample 17 of 20, +4%; within two waves, at
-3072x3072x{3072,4096} (1.94 waves), 192x192 stays 5% ahead, as stop 19 measured)."""
+"""choose_tall replaces a ping-pong 128x128 choice by 192-row tiles when those fill at most this many waves, and
+beyond that only by 192x128 tiles with K of at least TALL_128_OVER_PINGPONG_MIN_K_BLOCKS k-blocks: beyond two
+waves ping-pong, which hides the epilogues, beat 192x192 on 17 of 20 random shapes out of sample (+4%); within two
+waves (3072x3072x{3072,4096}) 192x192 stays 5% ahead."""
 TALL_128_OVER_PINGPONG_MIN_K_BLOCKS = 32
-"""(see TALL_OVER_PINGPONG_MAX_WAVES) 192x128 over ping-pong 128x128, stop 26, 41 shapes: beyond two waves
-and under 32 k-blocks 18 of 20 ran faster ping-pong (+3% to +21%; e4m3 7296x1472x3072 -2.8%, tf32
-2112x6016x512 -2.3%); with more k-blocks, or within two waves, 192x128 mostly held (960x6656x2048 +26%)."""
+"""(see TALL_OVER_PINGPONG_MAX_WAVES) 192x128 over ping-pong 128x128 beyond two waves and under 32 k-blocks:
+ping-pong ran faster on 18 of 20 random shapes out of sample (+4.9%); with more k-blocks, or within two waves,
+192x128 mostly held."""
 
 
 TALL_SPLIT_MIN_K_BLOCKS = 21
-"""choose_tall: for 16-bit inputs (fp8 and tf32 keep stop 20's tall choices, e.g. e4m3 1536x1536x4096
-192x192 in 2 splits of 16), not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
-scheduler.decompose) into splits of fewer than this many k-blocks on average (0: any).  The stored oracle
-rows (bench/results, stops 31-37, fp16/bf16, 5 rounds, batch timing) had 34 automatic tall plans split
-that way: at 9-20 k-blocks per split all 8 left >= 8% to another plan measured in the same rounds
-(fp16 TT 1344x1008x1760, 42 192x192 tiles x 3 splits of 9.3: 128x128 data-parallel +29%; 1864x520x1456
-11.5: 128x128 +17%; bf16 TN 2864x416x1304 10.5: +16%, 2800x432x2384 19: +13%, 2144x464x3152 16.7: +12%),
-at 22.5-25.5 five of nine had none better.  A split's fix-up (its fp32 192-row partial through the
-workspace) is a fixed cost that short splits do not amortise; schedule_cost prices one-round splits at
-their share of the SMs only.  Out of sample (H200, stop 37 call 4, rule_ab 0 -> 21, 7 alternating rounds,
-rule_cases seed 369: 2.65% of random step-8 16-bit shapes move): 11 of 16 faster, geomean +3.9% (bf16 TT
-1880x672x2336 192x192 -> 128x128 +16%, bf16 TN 1632x824x1192 128x176 -> 128x128 +16%, fp16 TT
-2896x328x2240 +15%, bf16 NN 2088x400x1160 +14%); losses where a narrow width replaced the tall tile (fp16 NN
-920x1296x3960 -> 128x176 -10.5%, bf16 NN 560x1360x3960 -> 128x176 -8.5%) and fp16 TT 904x1128x2248 -> 128x128
--6%; prediction was >= 11 of 16, +5% (the count met, the geomean not).  Keeping the tall tile where a
-narrow width would replace it (call 5, rule_cases seed 372, 16 shapes): 2 of 16 faster, -7.2% - the narrow
-widths are right there; not kept.  A second draw (call 7, seed 373): 15 of 16 faster, geomean +14.1%
-(bf16 NN 2672x416x3248 192x192 -> 128x208 +34%, bf16 TT 3888x320x1728 -> 128x128 +25%, fp16 NT
-1160x864x1336 192x128 -> 128x128 +22%; fp16 TT 6128x280x1040 -> 128x128 -9.6%)."""
+"""choose_tall: for 16-bit inputs, not a 192-row tile whose schedule splits every tile (no full wave: the kernel's
+scheduler.decompose) into splits of fewer than this many k-blocks on average (0: any); fp8 and tf32 keep their
+tall choices (e.g. e4m3 1536x1536x4096 192x192 in 2 splits of 16).  A split's fix-up (its fp32 192-row partial
+through the workspace) is a fixed cost that short splits do not amortise, and schedule_cost prices one-round
+splits at their share of the SMs only. In the stored oracle rows every such plan at 9-20 k-blocks per split lost
+>= 8% to another plan, five of nine at 22.5-25.5 did not.  H200 out of sample: 26 of 32 random shapes faster
+(+3.9%, +14.1%)."""
 
 
 def tall_split_too_short(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int, block_n: int) -> bool:
@@ -1796,48 +1493,18 @@ def tall_split_too_short(cfg: GemmConfig, m: int, n: int, k: int, sm_count: int,
 
 
 def choose_tall(cfg: GemmConfig, m: int, n: int, k: int, batches: int, sm_count: int) -> int | None:
-    """The tall tile's width (192 or 128) to run instead of the heuristic's
-    128-row choice ``cfg`` (on the kernel's M x N), or None: for un-swapped,
-    un-clustered, not block-scaled problems of one batch with M >=
-    TALL_MIN_M (fp16/bf16, and since stop 20 tf32 and per-tensor fp8 with
-    the same model), when :func:`schedule_cost` of the better tall tile is at
-    most 1 / TALL_MIN_RATIO of the choice's.  192-row tiles quantise M = 1536,
-    3072, ... into whole rounds where 128-row ones leave a partial wave.
+    """The tall tile's width (192 or 128) to run instead of the heuristic's 128-row choice ``cfg`` (on the kernel's M
+    x N), or None: for un-swapped, un-clustered, not block-scaled problems of one batch with M >= TALL_MIN_M
+    (fp16/bf16, tf32 and per-tensor fp8, one model), when :func:`schedule_cost` of the better tall tile is at most
+    1 / TALL_MIN_RATIO of the choice's.  192-row tiles quantise M = 1536, 3072, ... into whole rounds where
+    128-row ones leave a partial wave.  A ping-pong 128x128 choice is replaced only within
+    TALL_OVER_PINGPONG_MAX_WAVES waves of tall tiles, and beyond them only by 192x128 tiles with K of at least
+    TALL_128_OVER_PINGPONG_MIN_K_BLOCKS k-blocks (ping-pong hides the epilogues).  For 16-bit inputs a tall width
+    whose every tile would be split into splits under TALL_SPLIT_MIN_K_BLOCKS k-blocks is not weighed.
 
-    Stop 20 (e4m3 per-tensor, bf16 out, TN; tf32 fp32 out; batch timing, 5
-    rounds; ratio to cuBLASLt _scaled_mm default / cuBLAS tf32, auto (128-row)
-    -> forced 192x192): picked by this rule - e4m3 1536x768x65536 0.800 ->
-    1.113, 1536x3072x8192 0.871 -> 1.045, 1536x1536x16384 0.865 -> 0.945;
-    tf32 1536x768x65536 1.028 -> 1.906, 1536x1536x16384 0.998 -> 1.078; kept
-    - e4m3 4096^3 1.037 -> 0.937, 2304^2x8192 1.006 -> 0.924,
-    4096x7168x16384 1.035 -> 0.992, 8192^3 1.019 -> 1.014; tf32 4096^3 0.982
-    -> 0.895, 4096x14336x4096 1.044 -> 0.999.  Then (calls 6-13) the model
-    charges split last waves (SPLIT_TAIL_OVERHEAD, not for tf32): e4m3
-    3072^3 now runs 192x192 (0.908 -> 1.044 in call 6), and 28 random
-    fp16/bf16/e4m3 shapes whose choice that changed ran +3.8% (geomean).
-
-    H200, stop 19, bf16, 5 alternating rounds, batch timing, TFLOP/s auto
-    (the 128-row choice) / 192x192 / 192x128 (cuBLAS) and the model's ratio
-    of the choice's cost to the better tall tile's: picked - 1536x768x65536
-    685 / 763 / 626 (772), 1.05; 1536x1024x65536 654 / 587 / 763 (768),
-    1.23; 1536x1536x16384 626 / 704 / 569 (751), 1.07; 3072x3072x4096 739 /
-    781 / 747 (795), 0.967; 3072x1536x16384 631 / 729 / 710 (729), 0.99;
-    kept - 2304^2x8192 719 / 637 / 635, 0.79; 4608^3 754 / 717 / 670, 0.88;
-    4096^3 718 / 642 / 683, 0.85; 6144^3 713 / 683 / 678, 0.94;
-    1536x4608x8192 747 / 716 / 707, 0.86.  Out of sample (calls 11 and 15),
-    TFLOP/s auto / the 128-row choice: 1536x3072x8192 785 / 662 (bf16 TN;
-    +14% to +29% over both types and TN/NN), 960x1152x32768 +9% to +20%,
-    768x1536x32768 +8% to +18%, 3072^3 +5% to +8%, 1536x1536x4096 0 to +11%,
-    1920x2304x4096 663 / 558, 3456x1152x8192 (192x128) 692 / 572,
-    3840x1152x4096 700 / 579, 960x768x16384 550 / 502, 768^2x8192 288 / 282,
-    1152^2x4096 422 / 443 (its cuBLAS column moved 6% between the rows: ratio
-    0.868 vs 0.859).  A ping-pong 128x128 choice
-    is replaced only within TALL_OVER_PINGPONG_MAX_WAVES (2) waves of tall
-    tiles, and beyond them only by 192x128 tiles with K of at least
-    TALL_128_OVER_PINGPONG_MIN_K_BLOCKS (32) k-blocks (stop 26: ping-pong,
-    which hides the epilogues, beat the tall tiles elsewhere).  For 16-bit
-    inputs a tall width whose every tile would be split into splits under
-    TALL_SPLIT_MIN_K_BLOCKS k-blocks is not weighed (stop 37)."""
+    H200, batch timing: bf16 1536x1024x65536 654 -> 763 TFLOP/s (0.85 -> 0.99 of cuBLAS), e4m3 1536x768x65536 0.80
+    -> 1.11 of cuBLASLt, tf32 1536x768x65536 1.03 -> 1.91 of cuBLAS; the shapes the model keeps on 128-row tiles
+    ran slower tall (4096^3 bf16 718 vs 642 TFLOP/s)."""
     if (cfg.d_colmajor or cfg.scale_mode or cfg.cluster_size > 1
             or cfg.block_n < 128 or batches != 1 or m < TALL_MIN_M):
         return None
@@ -1861,7 +1528,7 @@ def _tall_config(m, n, k, batch, sm_count, *, kinds, kmajor, out_name, use_c, c_
         raise ValueError(f"_block_m must be {BLOCK_M} or {TALL_BLOCK_M}, got {block_m!r}")
     if block:
         raise ValueError(f"_block_m={TALL_BLOCK_M}: block-scaled fp8 runs 128-row tiles only (192x128 with one "
-                         f"promotion temporary per consumer measured 3-13% slower, stop 20)")
+                         f"promotion temporary per consumer measured 3-13% slower)")
     if block_n is not None and block_n not in TALL_BLOCK_NS:
         raise ValueError(f"_block_m={TALL_BLOCK_M} needs _block_n in {TALL_BLOCK_NS} (96 accumulators per thread "
                          f"at most), got {block_n}")

@@ -56,11 +56,10 @@ def cta_tile(tc: tuple[int, int, int], rank: int, cluster: tuple[int, int] = (1,
 
 MIN_KBLOCKS_PER_SPLIT = 8     # a split must amortise its fix-up (>= 512 of K)
 MAX_SPLITS = 4                # after full waves, tail splits reduced in a serial chain (ping-pong kernels):
-                              # measured up to 4 (the chain is serial in the split index; stop 14)
+                              # measured up to 4 (the chain is serial in the split index)
 TAIL_MAX_SPLITS = 16          # ... and reduced spread (cooperative kernels; every tail split resident in one
-                              # round): H200 stop 24, bf16 128x256, one full wave + a 3-6-tile tail, 16 splits
-                              # vs 4: +10.5% to +10.7% (2880x1408x8192, 3456x1280x8192, 2176x2048x8192; every
-                              # round 1.09-1.11), 8 vs 4 after four waves +1.4% / +1.6%, 5 vs 4 +1.6%
+                              # round): H200 bf16 128x256, one full wave + a 3-6-tile tail, 16 splits vs 4
+                              # +10.5% (2880x1408x8192), 8 vs 4 after four waves +1.5%
 CONSUMERS = 2                 # workspace slots per split tile (consumer warpgroups; 3 for 192-row tiles)
 
 
@@ -195,46 +194,31 @@ def decompose_stream_k(tiles: int, k_blocks: int, sm_count: int) -> Decompositio
 
 
 # Without a full wave (every split unit resident, the spread reduction):
-ONE_ROUND_MAX_SPLITS = 8      # up to this many splits (512x512x65536: 8 splits +10% and +31% vs 4, stop 15),
+ONE_ROUND_MAX_SPLITS = 8      # up to this many splits (512x512x65536: 8 splits +10% to +31% vs 4),
 FEW_TILES_MAX_SPLITS = 16     # or this many where all of them fit (at most 8 tiles on 132 SMs; tiles of 128
-                              # columns or more: 64x1024x65536 in 8 128x64 tiles ran 16 splits -2.1% and -4.6%
-                              # against 8 in two calls, stop 16),
+                              # columns or more: 8 128x64 tiles ran 16 splits 2-5% slower than 8),
 ONE_ROUND_MIN_KBLOCKS = 16    # each split keeping >= 16 k-blocks (1024 of K for 16-bit inputs);
-NARROW_ONE_ROUND_MIN_KBLOCKS = 64   # 128x64 tiles keep stop 15's rule: 8 splits at most, of >= 64 k-blocks,
-NARROW_FEW_TILES_MIN_KBLOCKS = 32   # or of >= 32 where 16 splits of every tile would fit (at most 8 tiles):
-# H200 stop 18, swap-AB 128x64 tiles, 8 splits vs 4 (batch timing, 5 rounds; ratios to cuBLAS): bf16 / fp16
-# 64x1024x16384 +13% / +10% (stop 17: +15% / +4%), 48x1024x16384 +17% / +22%, 64x768x16384 +13% / +8%,
-# 64x512x16384 +10% / -2%; 64x1024x12288 6 splits +1% / +2%; with 16 tiles (32x2048x16384) -1% / -3%.
-# H200 stop 16, bf16, same-run A/Bs: 256x256x65536 16 vs 8 splits +25% (32: +16%), 256x512x16384 16 vs 4
-# +41%, 384x384x65536 14 vs 8 -3% (hence 8 above 8 tiles); the rule against the stop-15 choice on 14 shapes,
-# two calls (4 and 3 rounds): 256x256x16384 +48% / +43%, 192x192x65536 +39% / +39%, 384x384x16384 +30% / +31%,
-# 256x512x16384 +25% / +29%, 256x256x65536 +22% / +33%, 128x512x32768 +18% / +19%, 1024x128x8192 +18% /
-# +15%, 640x512x16384 +4% / +11%, 512x512x8192 +8% / +5%, 256x1024x8192 +5% / +4%, 768x384x8192 +3% / +1%,
-# 128x2048x16384 +2% / +1%, 1536x256x16384 +2% / +3% (bench/NOTES.md, "stop 16").
+NARROW_ONE_ROUND_MIN_KBLOCKS = 64   # 128x64 tiles: 8 splits at most, of >= 64 k-blocks,
+NARROW_FEW_TILES_MIN_KBLOCKS = 32   # or of >= 32 where 16 splits of every tile would fit (at most 8 tiles).
+# H200, against the previous 4- and 8-split caps: 13 of 14 bf16 shapes faster (256x256x16384 +48%,
+# 192x192x65536 +39%, 384x384x16384 +30%); 128x64 tiles with 8 splits of >= 32 k-blocks against 4:
+# 48x1024x16384 +17% / +22% (bf16 / fp16).
 
 
 def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = None,
               narrow: bool = False, chain: bool = False) -> Decomposition:
-    """Data-parallel for full waves; split-K for the tiles of a partial last
-    wave (or all tiles when there are fewer than SMs), with as many splits as
-    fill the idle SMs, at least MIN_KBLOCKS_PER_SPLIT k-blocks each and at
-    most TAIL_MAX_SPLITS (all of them resident in the last round, reduced
-    spread by cooperative kernels) or MAX_SPLITS where the kernel reduces
-    them in a serial ``chain`` (ping-pong); without a full wave (all splits in one round, reduced
-    spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many
-    splits of every tile fit on the SMs) of at least ONE_ROUND_MIN_KBLOCKS;
-    ``narrow`` (128x64 tiles, :func:`schedule`) keeps stop 15's one-round
-    rule: up to ONE_ROUND_MAX_SPLITS of at least NARROW_ONE_ROUND_MIN_KBLOCKS
-    (NARROW_FEW_TILES_MIN_KBLOCKS for at most 8 tiles, stop 18).
-    ``splits`` forces split-K on every tile (tests, tuning).  Stream-K:
-    :func:`decompose_stream_k`.
+    """Data-parallel for full waves; split-K for the tiles of a partial last wave (or all tiles when there are fewer
+    than SMs), with as many splits as fill the idle SMs, at least MIN_KBLOCKS_PER_SPLIT k-blocks each and at most
+    TAIL_MAX_SPLITS (all of them resident in the last round, reduced spread by cooperative kernels) or MAX_SPLITS
+    where the kernel reduces them in a serial ``chain`` (ping-pong); without a full wave (all splits in one round,
+    reduced spread) up to ONE_ROUND_MAX_SPLITS (FEW_TILES_MAX_SPLITS where that many splits of every tile fit on
+    the SMs) of at least ONE_ROUND_MIN_KBLOCKS; ``narrow`` (128x64 tiles, :func:`schedule`): up to
+    ONE_ROUND_MAX_SPLITS of at least NARROW_ONE_ROUND_MIN_KBLOCKS (NARROW_FEW_TILES_MIN_KBLOCKS for at most 8
+    tiles). ``splits`` forces split-K on every tile (tests, tuning).  Stream-K: :func:`decompose_stream_k`.
 
-    Not split over several rounds: with one partial wave of more than half
-    the SMs, 3 splits in 2 rounds measured +15% and +21% against
-    data-parallel in one call and -7% and +6% in the next, 4 splits in 3
-    rounds -14% and -16%, 6 in 5 rounds -29% (H200, bf16, stop 15); 128x256
-    tiles split in one round beat both there
-    (configs.wide_split_k_fits)."""
+    Not split over several rounds: with one partial wave of more than half the SMs, 3 splits in 2 rounds measured
+    between -7% and +21% against data-parallel on repeated runs, 4 splits in 3 rounds -14% and -16%, 6 in 5 rounds
+    -29% (H200, bf16); 128x256 tiles split in one round beat both there (configs.wide_split_k_fits)."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)
@@ -336,6 +320,6 @@ def schedule(m: int, n: int, block_m: int, block_n: int, sm_count: int, group: i
 
 
 def default_group(tiles_m: int, tiles_n: int) -> int:
-    """Tile-rows per raster group: enough that the CTAs running together
-    share A and B blocks in L2 (measured choice: bench/NOTES.md)."""
+    """Tile-rows per raster group: enough that the CTAs running together share A and B blocks in L2 (groups of 4, 8
+    and 16 measured within noise of each other at 4096^3 and 8192^3)."""
     return 8
