@@ -40,13 +40,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import config, sources
-from .compiler import DEFAULT_ARCH, CompileResult, KernelSpec, base_options, compile_spec, nvrtc_version
+from .compiler import (DEFAULT_ARCH, CompileResult, KernelSpec, base_options, compile_spec, nvrtc_version,
+                       resource_usage_of)
 
 SCHEMA = 1
 
 
 class CacheWarning(UserWarning):
     pass
+
+
+class CorruptEntry(ValueError):
+    """A cache entry on disk that cannot be trusted (``foreign``: owned by
+    another user, so neither used nor removed)."""
+
+    def __init__(self, reason: str, foreign: bool = False):
+        super().__init__(reason)
+        self.foreign = foreign
 
 
 @dataclass
@@ -150,6 +160,7 @@ class KernelCache:
         self._force_memory = in_memory
         self._memory: dict[str, bytes] = {}
         self._logs: dict[str, str] = {}
+        self._resources: dict[str, dict | None] = {}
         self._mutex = threading.Lock()
         self._fallback_reason: str | None = None
         self.stats = CacheStats()
@@ -222,38 +233,61 @@ class KernelCache:
             except OSError:
                 pass
 
-    def _load(self, key: str) -> bytes | None:
+    def _read_entry(self, key: str) -> tuple[bytes, dict] | None:
+        """The entry's cubin and metadata record, verified (the record parses,
+        names a cubin in the entry's directory, and that cubin has the
+        recorded size and sha256); None when there is no record.  Raises
+        :class:`CorruptEntry` saying what is wrong."""
         d = self._entry_dir(key)
         meta_path = d / f"{key}.json"
         try:
             meta_raw = meta_path.read_bytes()
-        except FileNotFoundError:
-            return None
+            st = meta_path.stat()
         except OSError:
             return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            raise CorruptEntry(f"{meta_path} is owned by uid {st.st_uid}, not by us", foreign=True)
         try:
-            st = meta_path.stat()
-            if hasattr(os, "getuid") and st.st_uid != os.getuid():
-                warnings.warn(f"rawcoop: ignoring cache entry {meta_path} owned by uid {st.st_uid}",
-                              CacheWarning, stacklevel=4)
-                return None
             meta = json.loads(meta_raw)
-            cubin_path = d / meta["cubin"]
             if Path(meta["cubin"]).name != meta["cubin"]:
                 raise ValueError("cubin name escapes the entry directory")
-            data = cubin_path.read_bytes()
+            data = (d / meta["cubin"]).read_bytes()
             if len(data) != meta["size"]:
                 raise ValueError(f"size {len(data)} != recorded {meta['size']}")
             if hashlib.sha256(data).hexdigest() != meta["sha256"]:
                 raise ValueError("sha256 mismatch")
         except (ValueError, KeyError, TypeError, OSError) as e:
+            named = isinstance(e, (KeyError, TypeError))        # a bare "'size'" says nothing on its own
+            raise CorruptEntry(f"{type(e).__name__}: {e}" if named else str(e)) from None
+        return data, meta
+
+    def _load(self, key: str) -> bytes | None:
+        try:
+            entry = self._read_entry(key)
+        except CorruptEntry as e:
+            if e.foreign:
+                warnings.warn(f"rawcoop: ignoring cache entry {key[:16]}…: {e}", CacheWarning, stacklevel=4)
+                return None
             self.stats.corrupt += 1
-            warnings.warn(f"rawcoop: corrupt cache entry {key[:16]}… in {d} ({e}); removing and rebuilding",
-                          CacheWarning, stacklevel=4)
+            warnings.warn(f"rawcoop: corrupt cache entry {key[:16]}… in {self._entry_dir(key)} ({e}); removing "
+                          "and rebuilding", CacheWarning, stacklevel=4)
             self._remove_entry(key)
             return None
-        self._logs[key] = meta.get("log", "")
+        if entry is None:
+            return None
+        data, meta = entry
+        log = meta.get("log", "")
+        self._keep(key, data, log if isinstance(log, str) else "", meta.get("resources"))
         return data
+
+    def _keep(self, key: str, cubin: bytes, log: str, resources) -> None:
+        """Remember one entry in memory: its cubin, log and resource usage
+        travel together, whichever way the entry came (disk or compile)."""
+        if not isinstance(resources, dict) or "registers" not in resources:
+            resources = None                # an entry written without them: derived on first use
+        self._memory[key] = cubin
+        self._logs[key] = log
+        self._resources[key] = resources
 
     # ----------------------------------------------------------------- write
     def _publish(self, key: str, spec: KernelSpec, arch: str, result: CompileResult) -> None:
@@ -272,8 +306,10 @@ class KernelCache:
                 "arch": arch, "nvrtc": list(nvrtc_version()), "options": result.options,
                 "cubin": cubin_name, "size": len(result.cubin), "sha256": sha,
                 "compile_seconds": round(result.seconds, 4), "created": time.time(),
-                "log": result.log,
+                "log": result.log, "resources": result.resources,
             }
+            if result.log_note:
+                meta["log_note"] = result.log_note
             _atomic_write(d / f"{key}.json", json.dumps(meta, indent=1).encode())
         except OSError as e:
             self._fall_back(f"cannot write: {e.strerror or e}")
@@ -291,7 +327,6 @@ class KernelCache:
             if use_disk and not config.always_compile():
                 data = self._load(key)
                 if data is not None:
-                    self._memory[key] = data
                     self.stats.hits += 1
                     return data
             if not use_disk:
@@ -301,7 +336,6 @@ class KernelCache:
                 if not config.always_compile():
                     data = self._load(key)  # someone else compiled it while we waited
                     if data is not None:
-                        self._memory[key] = data
                         self.stats.hits += 1
                         return data
                 result = compile_spec(spec, arch)
@@ -309,25 +343,63 @@ class KernelCache:
                 return self._remember(key, result)
 
     def _remember(self, key: str, result: CompileResult) -> bytes:
-        self._memory[key] = result.cubin
-        self._logs[key] = result.log
+        self._keep(key, result.cubin, result.log, result.resources)
         self.stats.compiled += 1
         return result.cubin
 
     def log(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> str:
-        """The NVRTC/ptxas log of the cached build (resource usage lives here)."""
+        """The NVRTC/ptxas log of the cached build: the same text whether the
+        entry was compiled in this process, loaded from disk or found in
+        memory (it is stored with the cubin).  Which process built the entry
+        decides what the log holds (NVRTC's log can come back without ptxas's
+        report); :meth:`resource_usage` does not depend on it."""
         key = cache_key(spec, arch)
         if key not in self._logs:
             self.get(spec, arch)
         return self._logs.get(key, "")
 
+    def resource_usage(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> dict:
+        """``compiler.resource_usage_of`` of the cached build (registers,
+        stack frame, spill bytes, static shared memory, and their source),
+        recorded in the entry when it was compiled; for an entry written
+        without it, derived from its cubin and log."""
+        key = cache_key(spec, arch)
+        if key not in self._memory:
+            self.get(spec, arch)
+        usage = self._resources.get(key)
+        if usage is None:
+            usage = self._resources[key] = resource_usage_of(self._memory[key], self._logs.get(key, ""), spec.name)
+        return dict(usage)
+
     def _compile_lock(self, key: str):
         return file_lock(key, f"compiling {key[:16]}…; compiling here too", stacklevel=5)
 
     # ----------------------------------------------------------------- admin
-    def contains(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> bool:
+    def verify(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> str:
+        """``"ok"`` when the cache holds a sound build of ``spec`` (on disk:
+        the cubin its record names, with the recorded size and sha256; for a
+        cache kept in memory, in memory), ``"missing"``, or why the entry on
+        disk cannot be used (``"corrupt: size 10 != recorded 2000"``).  Reads
+        and hashes the cubin; changes nothing."""
         key = cache_key(spec, arch)
-        return key in self._memory or (not self.in_memory() and (self._entry_dir(key) / f"{key}.json").exists())
+        if self.in_memory() or not self._private_for_read():
+            return "ok" if key in self._memory else "missing"
+        try:
+            return "ok" if self._read_entry(key) is not None else "missing"
+        except CorruptEntry as e:
+            return f"corrupt: {e}"
+
+    def discard(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> None:
+        """Forget the build of ``spec``: from memory and, when it is ours, from disk."""
+        key = cache_key(spec, arch)
+        for table in (self._memory, self._logs, self._resources):
+            table.pop(key, None)
+        if not self.in_memory():
+            self._remove_entry(key)
+
+    def contains(self, spec: KernelSpec, arch: str = DEFAULT_ARCH) -> bool:
+        """Whether :meth:`verify` finds a sound build of ``spec``."""
+        return self.verify(spec, arch) == "ok"
 
     def entries(self) -> list[dict]:
         out = []
@@ -370,7 +442,8 @@ class KernelCache:
                         n += 1
                 except OSError:
                     pass
-        self._memory.clear()
+        for table in (self._memory, self._logs, self._resources):
+            table.clear()
         return n
 
 

@@ -13,15 +13,16 @@ import time
 
 def _versions() -> dict:
     import rawcoop
-    from . import compiler, device
-    from ._cuda import bindings_version
-    out = {"rawcoop": rawcoop.__version__, "cuda-bindings": bindings_version(),
-           "nvrtc": ".".join(map(str, compiler.nvrtc_version()))}
+    from . import _cuda, compiler, device
+    out = {"rawcoop": rawcoop.__version__, "cuda-bindings": _cuda.bindings_version()}
     try:
-        import cupy
-        out["cupy"] = cupy.__version__
-    except Exception as e:  # noqa: BLE001
-        out["cupy"] = f"unavailable ({type(e).__name__})"
+        out["nvrtc"] = ".".join(map(str, compiler.nvrtc_version()))
+    except ImportError as e:
+        out["nvrtc"] = f"unavailable: {e}"
+    try:
+        out["cupy"] = _cuda.cupy().__version__
+    except Exception as e:  # noqa: BLE001 - a CuPy that fails to import says why
+        out["cupy"] = f"unavailable: {e}"
     n = device.gpu_count()
     if n:
         drv = device.info(0).driver_version
@@ -29,7 +30,8 @@ def _versions() -> dict:
         out["gpus"] = [f"{i}: {device.info(i).name} (sm_{device.info(i).cc[0]}{device.info(i).cc[1]}, "
                        f"{device.info(i).sm_count} SMs)" for i in range(n)]
     else:
-        out["driver"] = "none"
+        major = _cuda.driver_cuda_major()
+        out["driver"] = "none" if major is None else f"CUDA {major} (no usable GPU)"
         out["gpus"] = "no GPU"
     return out
 
@@ -124,6 +126,8 @@ def cmd_warmup(args) -> int:
     from .warmup import warmup
     specs = _select_specs(args)
     report = warmup(specs, jobs=args.jobs, timeout=args.timeout, show_progress=not args.quiet)
+    for o in report.repaired:
+        print(f"REBUILT {o.spec.label}: its cache entry was unusable ({o.repaired})", file=sys.stderr)
     for o in report.failed:
         print(f"FAILED {o.spec.label}: {o.error.strip().splitlines()[0] if o.error.strip() else ''}",
               file=sys.stderr)
@@ -162,12 +166,22 @@ def cmd_cache(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    import cupy as cp
+    from . import _cuda, device
+    why = device.why_no_hopper()
+    if why is not None:
+        print(f"rawcoop demo needs a Hopper GPU: {why}", file=sys.stderr)
+        return 1
+    cp = _cuda.cupy()
+    info = next(device.info(d) for d in range(device.gpu_count()) if device.info(d).cc == (9, 0))
+    with cp.cuda.Device(info.ordinal):
+        return _demo(cp, info)
+
+
+def _demo(cp, info) -> int:
+    import ml_dtypes
     import numpy as np
 
     import rawcoop
-    from . import device
-    info = device.info(0)
     print(f"rawcoop {rawcoop.__version__} on {info.name} ({info.sm_count} SMs)")
     rng = np.random.default_rng(0)
     src = cp.asarray(rng.standard_normal((4099, 4104)).astype(np.float16))
@@ -177,16 +191,13 @@ def cmd_demo(args) -> int:
     ok = all(bool(cp.array_equal(out[r].view(cp.uint16), src.view(cp.uint16))) for r in range(2))
     print(f"replicate 4099x4104 fp16 through TMA multicast in clusters of 2: "
           f"{'bit-exact' if ok else 'MISMATCH'} ({(time.perf_counter() - t0) * 1e3:.1f} ms incl. compile/load)")
-    if hasattr(rawcoop, "gemm"):
-        import ml_dtypes
-        a = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
-        bt = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
-        d = rawcoop.gemm(a, bt.T)
-        ref = a.astype(cp.float32) @ bt.T.astype(cp.float32)
-        err = float(cp.linalg.norm(d.astype(cp.float32) - ref) / cp.linalg.norm(ref))
-        print(f"gemm 2048^3 bf16: relative Frobenius error vs fp32 {err:.2e}")
-        ok = ok and err < 1e-2
-    return 0 if ok else 1
+    a = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
+    bt = cp.asarray(rng.standard_normal((2048, 2048)).astype(ml_dtypes.bfloat16))
+    d = rawcoop.gemm(a, bt.T)
+    ref = a.astype(cp.float32) @ bt.T.astype(cp.float32)
+    err = float(cp.linalg.norm(d.astype(cp.float32) - ref) / cp.linalg.norm(ref))
+    print(f"gemm 2048^3 bf16: relative Frobenius error vs fp32 {err:.2e}")
+    return 0 if ok and err < 1e-2 else 1
 
 
 def main(argv=None) -> int:
@@ -216,13 +227,20 @@ def main(argv=None) -> int:
     c.add_argument("file", nargs="?", help="(export) the kernel list to write")
     sub.add_parser("demo", help="run the kernels once on the GPU and check them")
     args = ap.parse_args(argv)
-    if args.cmd is None:
-        from . import device
-        if device.has_hopper():
-            return cmd_demo(args)
-        print("no Hopper GPU here: warming the kernel cache instead (python -m rawcoop --help for more)")
-        args = ap.parse_args(["warmup"])
-    return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo}[args.cmd](args)
+    from ._cuda import MissingCudaPackage
+    from .device import NoGpuError
+    try:
+        if args.cmd is None:
+            from . import device
+            if device.has_hopper():
+                return cmd_demo(args)
+            print("no Hopper GPU here: warming the kernel cache instead (python -m rawcoop --help for more)")
+            args = ap.parse_args(["warmup"])
+        return {"info": cmd_info, "warmup": cmd_warmup, "cache": cmd_cache, "demo": cmd_demo}[args.cmd](args)
+    except (MissingCudaPackage, NoGpuError) as e:
+        # A missing package or GPU is a setup problem, not a bug: one line saying what to do.
+        print(f"rawcoop {args.cmd}: {e}" if args.cmd else f"rawcoop: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

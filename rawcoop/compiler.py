@@ -5,9 +5,9 @@ A :class:`KernelSpec` names one kernel configuration: the source file in
 the configuration in as constants.  :func:`compile_spec` compiles it; it never
 touches the disk cache (see :mod:`rawcoop.cache`).
 
-Options (measured in bench/NOTES.md): ``-minimal`` (skips NVRTC's implicit
-CUDA runtime declarations, which our header-free sources do not need; ~35%
-faster on small kernels) where the NVRTC version accepts it.  ``--pch`` was
+Options: ``-minimal`` (skips NVRTC's implicit CUDA runtime declarations,
+which our header-free sources do not need; measured ~35% faster on small
+kernels) where the NVRTC version accepts it.  ``--pch`` was
 measured and is not used: our sources include no heavy headers, it made a
 small compile slower, and it writes a ``.pch`` file into the working
 directory.
@@ -67,6 +67,8 @@ class CompileResult:
     log: str
     options: list[str]
     seconds: float
+    resources: dict = field(default_factory=dict)   # resource_usage_of(cubin, log, kernel)
+    log_note: str = ""          # set when NVRTC returned no ptxas report although -v was asked for
 
 
 @lru_cache(maxsize=None)
@@ -155,9 +157,32 @@ def compile_spec(spec: KernelSpec, arch: str = DEFAULT_ARCH, want_ptx: bool = Fa
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     seconds = time.perf_counter() - t0
-    result = CompileResult(bytes(cubin), ptx, log, opts, seconds)
+    cubin = bytes(cubin)
+    result = CompileResult(cubin, ptx, log, opts, seconds, resource_usage_of(cubin, log, spec.name),
+                           _log_note(log, opts, spec.name))
     _dump(spec, files, result)
     return result
+
+
+def _log_note(log: str, options: list[str], kernel: str) -> str:
+    """A note for the cache's metadata when a successful compile asked ptxas
+    for its report (``--ptxas-options=-v``) and NVRTC's log has none, with
+    what may explain it: which NVRTC libraries the process has loaded, and
+    whether torch (which brings its own CUDA libraries) was imported first."""
+    if not any(o.startswith("--ptxas-options") and "-v" in o for o in options):
+        return ""
+    if "registers" in resource_usage(log, kernel):
+        return ""
+    import sys
+    libs = []
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if "nvrtc" in line and "/" in line})
+    except OSError:
+        pass
+    return (f"NVRTC returned {'an empty log' if not log.strip() else 'a log without the ptxas report'} for a "
+            f"successful compile with --ptxas-options=-v; torch imported: {'torch' in sys.modules}; NVRTC "
+            f"libraries loaded: {', '.join(libs) or 'unknown'}")
 
 
 def _dump(spec: KernelSpec, files: dict[str, str], result: CompileResult) -> None:
@@ -177,17 +202,56 @@ def _dump(spec: KernelSpec, files: dict[str, str], result: CompileResult) -> Non
         (out / f"{spec.name}.ptx").write_text(result.ptx)
 
 
-def resource_usage(log: str) -> dict:
-    """Parse ptxas ``-v`` output: registers, shared memory, spills, stack."""
+def resource_usage(log: str, kernel: str | None = None) -> dict:
+    """Parse ptxas ``-v`` output: registers, shared memory, spills, stack.
+    With ``kernel``, only that entry function's report (a log can also hold
+    other kernels' and device functions' reports); without, the first."""
     import re
+    if kernel is not None:
+        entry = re.search(rf"Compiling entry function '{re.escape(kernel)}'.*?(?=Compiling entry function|\Z)",
+                          log, re.S)
+        if entry is None:
+            return {}
+        log = entry.group(0)
+        own = log.split(f"Function properties for {kernel}\n", 1)
+        stack_text = own[1] if len(own) == 2 else log
+    else:
+        stack_text = log
     info: dict = {}
     m = re.search(r"Used (\d+) registers", log)
     if m:
         info["registers"] = int(m.group(1))
-    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", stack_text)
     if m:
         info["stack"], info["spill_stores"], info["spill_loads"] = map(int, m.groups())
-    m = re.search(r"(\d+) bytes smem", log)
+    m = re.search(r"Used \d+ registers.*?(\d+) bytes smem", log)
     if m:
         info["static_smem"] = int(m.group(1))
     return info
+
+
+USAGE_KEYS = ("registers", "stack", "spill_stores", "spill_loads", "static_smem")
+
+
+def resource_usage_of(cubin: bytes, log: str, kernel: str) -> dict:
+    """What ``kernel`` uses, whether or not the log has ptxas's report:
+    ``{"registers", "stack", "spill_stores", "spill_loads", "static_smem",
+    "source"}`` (bytes, except registers).  From the log's report where it
+    has one ("source": "ptxas"; ptxas prints no shared-memory figure for 0);
+    else read from the cubin ("source": "cubin", see rawcoop/cubin.py):
+    registers, stack frame and static shared memory are ptxas's numbers,
+    and the spill bytes are 0 for a kernel without a stack frame (spills go
+    to the frame) and None (not recorded) for one with a frame.  An empty
+    dict when neither says (not a cubin of ``kernel``)."""
+    usage = resource_usage(log, kernel)
+    if "registers" in usage and "spill_stores" in usage:
+        usage.setdefault("static_smem", 0)
+        return {**{k: usage[k] for k in USAGE_KEYS}, "source": "ptxas"}
+    from .cubin import CubinError, kernel_resources
+    try:
+        found = kernel_resources(cubin, kernel)
+    except CubinError:
+        return {}
+    spills = 0 if found["stack"] == 0 else None
+    return {"registers": found["registers"], "stack": found["stack"], "spill_stores": spills, "spill_loads": spills,
+            "static_smem": found["static_smem"], "source": "cubin"}

@@ -21,8 +21,6 @@ from ._cuda import check, driver
 from .cache import KernelCache, cache_key, default_cache
 from .compiler import DEFAULT_ARCH, KernelSpec
 
-_FA = driver.CUfunction_attribute
-
 # Kernel-parameter helpers: cuda-bindings' (values, types) form.  A type of
 # None passes an object with getPtr() (CUtensorMap) by its bytes.
 TENSOR_MAP = None
@@ -129,8 +127,8 @@ class Kernel:
         limit = _device.info(dev).max_smem_per_block_optin
         if smem > limit:
             raise ValueError(f"{self.spec.label} needs {smem} B of shared memory; device {dev} allows {limit}")
-        check(driver.cuFuncSetAttribute(fn, _FA.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-              "cuFuncSetAttribute")
+        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        check(driver.cuFuncSetAttribute(fn, attr, smem), "cuFuncSetAttribute")
         self._smem_set[dev] = smem
 
     def attribute(self, dev: int, attr) -> int:
@@ -138,7 +136,7 @@ class Kernel:
             return int(check(driver.cuFuncGetAttribute(attr, self.function(dev)), "cuFuncGetAttribute"))
 
     def registers(self, dev: int) -> int:
-        return self.attribute(dev, _FA.CU_FUNC_ATTRIBUTE_NUM_REGS)
+        return self.attribute(dev, driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS)
 
     # ------------------------------------------------------------ launch
     def _new_config(self, dev: int, grid, block: int, smem: int, cluster, pdl: bool):

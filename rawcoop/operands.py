@@ -217,8 +217,9 @@ def mn_major_scales(scale_a):
     padded to 16 bytes (M rounded up to a multiple of 4; the padding is
     zeros).  One explicit copy on the array's device and CuPy's current stream
     there: make it where the scales are produced, not before every GEMM."""
-    import cupy as cp
-    x = as_cupy(cp, "scale_a", scale_a)
+    from ._cuda import cupy
+    cp = cupy()
+    x = as_cupy(cp, "scale_a", scale_a, required=True)
     if x.ndim not in (2, 3):
         raise ValueError(f"scale_a must be 2-D (M, KB) or 3-D (L, M, KB), got shape {x.shape}")
     lead, (m, kb) = x.shape[:-2], x.shape[-2:]
@@ -300,16 +301,30 @@ def batch_info(name: str, x, batch: int) -> tuple[int, bool]:
     return s, True
 
 
-def as_cupy(cp, name: str, x):
-    """A zero-copy CuPy view of a GPU array from another library: DLPack
-    (``__dlpack__``; the producer is asked to order its work before CuPy's
-    current stream) or ``__cuda_array_interface__`` v3 (CuPy makes the current
-    stream wait on the producer's stream when the interface names one).  Host
-    arrays and other objects raise TypeError.  torch float8_e4m3fn/float8_e5m2
-    tensors (which neither protocol may carry) go through a uint8 view and come
-    back as CuPy arrays of the ml_dtypes fp8 dtype, so the format travels with them."""
-    if x is None or isinstance(x, cp.ndarray):
+GPU_ARRAYS = ("a cupy.ndarray, or another library's CUDA array (a torch tensor on a CUDA device; anything with "
+              "__cuda_array_interface__ or __dlpack__)")
+"""What every array argument of rawcoop's operations may be (error messages)."""
+
+_DLPACK_HOST = {1: "host (CPU) memory", 3: "pinned host memory", 13: "host memory (CUDA managed: not supported)"}
+
+
+def as_cupy(cp, name: str, x, required: bool = False):
+    """A zero-copy CuPy view of argument ``name``: a CuPy array as is; another
+    library's CUDA array through DLPack (``__dlpack__``; the producer is asked
+    to order its work before CuPy's current stream) or
+    ``__cuda_array_interface__`` v3 (CuPy makes the current stream wait on the
+    producer's stream when the interface names one).  None stays None unless
+    ``required``.  Anything else (None when required, numbers, lists, NumPy
+    and other host arrays) raises TypeError naming the argument and what it
+    may be.  torch float8_e4m3fn/float8_e5m2 tensors (which neither protocol
+    may carry) go through a uint8 view and come back as CuPy arrays of the
+    ml_dtypes fp8 dtype, so the format travels with them."""
+    if isinstance(x, cp.ndarray):
         return x
+    if x is None:
+        if required:
+            raise TypeError(f"{name} must be a GPU array, got None. Accepted: {GPU_ARRAYS}")
+        return None
     fp8 = torch_fp8_format(x)
     if fp8 is not None:
         import ml_dtypes
@@ -319,9 +334,12 @@ def as_cupy(cp, name: str, x):
     dl_device = getattr(x, "__dlpack_device__", None)
     if dl_device is not None and hasattr(x, "__dlpack__"):
         dev_type = int(dl_device()[0])
+        if dev_type in _DLPACK_HOST:
+            raise TypeError(f"{name} is a {kind} in {_DLPACK_HOST[dev_type]}; rawcoop computes on the GPU: copy it "
+                            f"there first (e.g. cupy.asarray({name})). Accepted: {GPU_ARRAYS}")
         if dev_type != 2:                            # kDLCUDA
-            raise TypeError(f"{name} must be a cupy.ndarray or another GPU array; got {kind} on DLPack device "
-                            f"type {dev_type} (not CUDA)")
+            raise TypeError(f"{name} must be a GPU array, got a {kind} on DLPack device type {dev_type} (not "
+                            f"CUDA). Accepted: {GPU_ARRAYS}")
         return cp.from_dlpack(x)
     try:
         has_cai = hasattr(x, "__cuda_array_interface__")
@@ -329,8 +347,27 @@ def as_cupy(cp, name: str, x):
         has_cai = False
     if has_cai:
         return cp.asarray(x)
-    raise TypeError(f"{name} must be a cupy.ndarray or a GPU array exposing __cuda_array_interface__ or "
-                    f"__dlpack__, got {kind}")
+    if hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
+        raise TypeError(f"{name} is a {kind}, a host array; rawcoop computes on the GPU: copy it there first "
+                        f"(e.g. cupy.asarray({name})). Accepted: {GPU_ARRAYS}")
+    raise TypeError(f"{name} must be a GPU array, got {kind}. Accepted: {GPU_ARRAYS}")
+
+
+def gemm_operands(cp, a, b, c=None, bias=None, out=None, scale_a=None, scale_b=None) -> tuple:
+    """The array arguments of ``rawcoop.gemm`` (and of ``rawcoop.tune``,
+    which takes the same) as CuPy arrays, through :func:`as_cupy`: ``a`` and
+    ``b`` required, ``c``, ``bias`` and ``out`` optional, ``scale_a`` and
+    ``scale_b`` converted when they are arrays (a Python number stays as it
+    is).  Raises TypeError naming the argument, before anything touches the
+    GPU's memory; the shape, dtype and device rules follow in planning."""
+    a = as_cupy(cp, "a", a, required=True)
+    b = as_cupy(cp, "b", b, required=True)
+    c, bias, out = as_cupy(cp, "c", c), as_cupy(cp, "bias", bias), as_cupy(cp, "out", out)
+    if foreign_scale(scale_a, cp.ndarray):
+        scale_a = as_cupy(cp, "scale_a", scale_a)
+    if foreign_scale(scale_b, cp.ndarray):
+        scale_b = as_cupy(cp, "scale_b", scale_b)
+    return a, b, c, bias, out, scale_a, scale_b
 
 
 def torch_fp8_format(x) -> str | None:
@@ -351,16 +388,19 @@ def torch_fp8_format(x) -> str | None:
 
 def check_array(name: str, x, cp, dev: int | None):
     if not isinstance(x, cp.ndarray):
-        raise TypeError(f"{name} must be a cupy.ndarray, got {type(x).__module__}.{type(x).__name__}")
+        raise TypeError(f"{name} must be a GPU array, got {type(x).__module__}.{type(x).__name__}. Accepted: "
+                        f"{GPU_ARRAYS}")
     if dev is not None and x.device.id != dev:
-        raise ValueError(f"{name} is on device {x.device.id}, but a is on device {dev}")
+        raise ValueError(f"{name} is on device {x.device.id}, but a is on device {dev}: every array of one call "
+                         "must be on the same GPU")
 
 
 def check_out(cp, out, dev: int, out_shape: tuple, out_dtype) -> None:
     """``out`` must be a CuPy array on a's device with the result's shape and
     dtype (validation and the repeated-call path share these checks)."""
     if not isinstance(out, cp.ndarray):
-        raise TypeError(f"out must be a cupy.ndarray, got {type(out).__module__}.{type(out).__name__}")
+        raise TypeError(f"out must be a GPU array, got {type(out).__module__}.{type(out).__name__}. Accepted: "
+                        f"{GPU_ARRAYS}")
     if out.data.device_id != dev:
         raise ValueError(f"out is on device {out.data.device_id}, but a is on device {dev}")
     if out.shape != out_shape:

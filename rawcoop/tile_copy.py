@@ -37,11 +37,19 @@ def smem_bytes(itemsize: int) -> int:
 
 
 def replicate(src, copies: int = 2, out=None):
-    import cupy as cp
-
-    if not isinstance(src, cp.ndarray):
-        raise TypeError(f"src must be a cupy.ndarray, got {type(src).__name__}")
-    if copies not in SUPPORTED_COPIES:
+    """``out[r] = src`` for each of ``copies`` (1, 2 or 4) ranks, through TMA
+    loads multicast across a cluster of ``copies`` CTAs.  ``src``: a 2-D GPU
+    array of 1-, 2-, 4- or 8-byte elements with unit stride along its rows (a
+    CuPy array or, as for ``rawcoop.gemm``, another library's CUDA array);
+    ``out``: None or a C-contiguous ``(copies, M, N)`` array of src's dtype,
+    returned as given."""
+    from ._cuda import cupy
+    from .operands import as_cupy
+    cp = cupy()
+    user_out = out
+    src = as_cupy(cp, "src", src, required=True)
+    out = as_cupy(cp, "out", out)
+    if isinstance(copies, bool) or copies not in SUPPORTED_COPIES:
         raise ValueError(f"copies must be one of {SUPPORTED_COPIES}, got {copies}")
     if src.ndim != 2:
         raise ValueError(f"src must be 2-D, got shape {src.shape}")
@@ -60,8 +68,6 @@ def replicate(src, copies: int = 2, out=None):
         with cp.cuda.Device(dev):
             out = cp.empty((copies, m, n), dtype=src.dtype)
     else:
-        if not isinstance(out, cp.ndarray):
-            raise TypeError(f"out must be a cupy.ndarray, got {type(out).__name__}")
         if out.shape != (copies, m, n) or out.dtype != src.dtype:
             raise ValueError(f"out must have shape {(copies, m, n)} and dtype {src.dtype}, got {out.shape} {out.dtype}")
         if not out.flags.c_contiguous:
@@ -69,7 +75,7 @@ def replicate(src, copies: int = 2, out=None):
         if out.device.id != dev:
             raise ValueError(f"out is on device {out.device.id}, src on device {dev}")
     if src.size == 0:
-        return out
+        return out if user_out is None else user_out
     if (n * isz) % 16:
         raise ValueError(f"out rows are {n * isz} B; TMA needs row strides that are multiples of 16 bytes")
 
@@ -87,4 +93,4 @@ def replicate(src, copies: int = 2, out=None):
         kernel.launch(dev, (clusters * copies, 1, 1), BLOCK, smem, stream,
                       (src_map, dst_map, tiles_m, tiles_n), (TENSOR_MAP, TENSOR_MAP, I32, I32),
                       cluster=(copies, 1, 1))
-    return out
+    return out if user_out is None else user_out

@@ -110,30 +110,31 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     configuration's before it may win.  ``scale_a``, ``scale_b``,
     ``a_format``, ``b_format``, ``precision``, ``scale_mode``: as for
     ``rawcoop.gemm`` (fp8, tf32, block-scaled fp8)."""
-    import cupy as cp
-
-    import importlib
-
+    from . import _cuda, gemm_plan
+    from .gemm import gemm
+    from .operands import gemm_operands
     from .plan.configs import tuning_candidates
-    _gemm = importlib.import_module(__package__ + ".gemm")   # the module (rawcoop.gemm is the function)
 
+    cp = _cuda.cupy()
+    # The same inputs as rawcoop.gemm (torch tensors, DLPack / __cuda_array_interface__ arrays), viewed once.
+    a, b, c, bias, _, scale_a, scale_b = gemm_operands(cp, a, b, c, bias, None, scale_a, scale_b)
     kw = dict(c=c, alpha=alpha, beta=beta, bias=bias, activation=activation, out_dtype=out_dtype)
     for name, v in (("scale_a", scale_a), ("scale_b", scale_b), ("a_format", a_format), ("b_format", b_format),
                     ("precision", precision), ("scale_mode", scale_mode)):
         if v is not None:
             kw[name] = v
-    sig = _gemm._plan_for(a, b, **kw).signature
+    sig = gemm_plan._plan_for(a, b, **kw).signature
     previous = _load().pop(sig, None)      # time the plain heuristic as the "default" candidate
-    _gemm._PLANS.clear()
-    plan = _gemm._plan_for(a, b, **kw)
-    ref = _gemm.gemm(a, b, **kw).astype(cp.float32)
+    gemm_plan._PLANS.clear()
+    plan = gemm_plan._plan_for(a, b, **kw)
+    ref = gemm(a, b, **kw).astype(cp.float32)
     scale = float(cp.linalg.norm(ref)) or 1.0
     out = cp.empty(plan.out_shape, dtype=plan.out_dtype)
     results = []
     for cand in tuning_candidates(plan):
         forced = {"_" + key: cand.get(key) for key in CHOICE_KEYS}
         try:
-            d = _gemm.gemm(a, b, out=out, **forced, **kw)
+            d = gemm(a, b, out=out, **forced, **kw)
         except Exception as e:  # noqa: BLE001 - a candidate that cannot run is skipped
             results.append(dict(cand, us=None, error=f"{type(e).__name__}: {e}"))
             continue
@@ -142,12 +143,12 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
             results.append(dict(cand, us=None, error=f"result differs from the default by {err:.2e}"))
             continue
         for _ in range(2):
-            _gemm.gemm(a, b, out=out, **forced, **kw)
+            gemm(a, b, out=out, **forced, **kw)
         times = []
         for _ in range(iters):
             s, e = cp.cuda.Event(), cp.cuda.Event()
             s.record()
-            _gemm.gemm(a, b, out=out, **forced, **kw)
+            gemm(a, b, out=out, **forced, **kw)
             e.record()
             e.synchronize()
             times.append(cp.cuda.get_elapsed_time(s, e) * 1e3)
@@ -166,7 +167,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     _load()[sig] = choice
     if persist:
         _persist(sig, choice)
-    _gemm._PLANS.clear()          # plans built before now do not know the winner
+    gemm_plan._PLANS.clear()          # plans built before now do not know the winner
     return {"signature": sig, "choice": choice, "us": best["us"],
             "default_us": default["us"] if default else None, "results": results}
 

@@ -5,7 +5,9 @@ A compiler crash (NVRTC's ptxas stage has segfaulted on odd inputs) or a
 timeout takes down only its worker: that configuration is reported failed by
 name, the worker's remaining configurations are re-queued to a fresh worker,
 and the rest of the warm-up continues.  Entries already in the cache are
-counted as hits without starting any worker.
+verified first (the cubin the record names, with the recorded size and
+sha256: ``KernelCache.verify``): a sound one is a hit, started by no worker;
+a truncated or corrupt one is removed, rebuilt and reported as repaired.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class Outcome:
     status: str            # "hit" | "compiled" | "failed"
     seconds: float = 0.0
     error: str = ""
+    repaired: str = ""     # why the cached entry was unusable (then rebuilt), "" when it was fine or absent
 
 
 @dataclass
@@ -44,19 +47,27 @@ class Report:
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == "failed"]
 
+    @property
+    def repaired(self) -> list[Outcome]:
+        """The configurations whose cache entry was corrupt (rebuilt, or failed)."""
+        return [o for o in self.outcomes if o.repaired]
+
     def summary(self) -> str:
         slow = max((o for o in self.outcomes if o.status == "compiled"), key=lambda o: o.seconds, default=None)
         s = (f"warm-up: {len(self.outcomes)} kernels, {self.count('hit')} cache hits, "
              f"{self.count('compiled')} compiled, {self.count('failed')} failed, {self.seconds:.1f} s")
+        if self.repaired:
+            s += f"; {len(self.repaired)} corrupt cache entries rebuilt"
         if slow is not None:
             s += f"; slowest {slow.spec.label} {slow.seconds:.2f} s"
         return s
 
     def to_json(self) -> dict:
         return {"seconds": self.seconds, "total": len(self.outcomes), "hits": self.count("hit"),
-                "compiled": self.count("compiled"), "failed": self.count("failed"),
+                "compiled": self.count("compiled"), "failed": self.count("failed"), "repaired": len(self.repaired),
                 "kernels": [{"kernel": o.spec.label, "status": o.status, "seconds": round(o.seconds, 4),
-                             "error": o.error} for o in self.outcomes]}
+                             "error": o.error, **({"repaired": o.repaired} if o.repaired else {})}
+                            for o in self.outcomes]}
 
 
 KERNEL_LIST_FORMAT = "rawcoop-kernels/1"
@@ -175,11 +186,16 @@ def warmup(specs: list[KernelSpec] | None = None, jobs: int | None = None, timeo
     cache = default_cache()
     done: dict[int, Outcome] = {}
     todo: list[tuple[int, KernelSpec]] = []
+    corrupt: dict[int, str] = {}
     for i, s in enumerate(specs):
-        if cache.contains(s, arch):
+        state = cache.verify(s, arch)
+        if state == "ok":
             done[i] = Outcome(s, "hit")
-        else:
-            todo.append((i, s))
+            continue
+        if state != "missing":              # truncated, damaged or unreadable: rebuilt by a worker
+            corrupt[i] = state.removeprefix("corrupt: ")
+            cache.discard(s, arch)
+        todo.append((i, s))
     try:
         from tqdm import tqdm
         bar = tqdm(total=len(specs), initial=len(done), desc="rawcoop warm-up", unit="kernel",
@@ -219,5 +235,7 @@ def warmup(specs: list[KernelSpec] | None = None, jobs: int | None = None, timeo
             drain()
     if bar is not None:
         bar.close()
+    for i, why in corrupt.items():
+        done[i].repaired = why
     report = Report([done[i] for i in range(len(specs))], time.perf_counter() - t0)
     return report
