@@ -92,18 +92,19 @@ static __device__ __noinline__ void watchdog_trap(const char* what, u32 where, u
             reinterpret_cast<const char*>(&args));
     asm volatile("trap;");
 }
+// RC_WATCH_START(start) declares the wait's start time; RC_WATCH(start, ...) traps past the budget.
+#define RC_WATCH_START(start) const u64 start = clock_cycles()
 #define RC_WATCH(start, what, where, parity) \
     if (clock_cycles() - (start) > (u64)(RAWCOOP_WATCHDOG)) watchdog_trap((what), (where), (parity))
 #else
+#define RC_WATCH_START(start)
 #define RC_WATCH(start, what, where, parity)
 #endif
 
 // Wait until the phase with parity `parity` of `bar` has completed.  `what`
 // names the barrier for the watchdog.
 RC_DEVICE void mbar_wait(u32 bar, u32 parity, const char* what = "mbarrier") {
-#ifdef RAWCOOP_WATCHDOG
-    const u64 start = clock_cycles();
-#endif
+    RC_WATCH_START(start);
     while (!mbar_try_wait(bar, parity)) {
         RC_WATCH(start, what, bar, parity);
     }
@@ -268,10 +269,10 @@ RC_DEVICE void st_release_gpu(int* p, int v) {
 // x, which must be the same in every lane of the warp, in a form ptxas can
 // prove warp-uniform (redux.sync's result is): values derived from threadIdx
 // (a warpgroup's index) are not, and control flow on them keeps the loop
-// state that depends on it off the uniform datapath.  (stop 14, UNIFORM_CONSUMER:
-// with the consumer index through here the ping-pong mainloop's wgmma
-// descriptors move to U* instructions, 74 -> 57 instructions per k-block, and
-// the cooperative ones lose their R2UR copies; nvdisasm; H200 stop 15: ping-pong
+// state that depends on it off the uniform datapath.  (UNIFORM_CONSUMER: with
+// the consumer index through here the ping-pong mainloop's wgmma descriptors
+// move to U* instructions, 74 -> 57 instructions per k-block, and the
+// cooperative ones lose their R2UR copies; measured on the H200: ping-pong
 // 4096x14336x4096 +1.7%, so on by default there.)
 RC_DEVICE u32 warp_uniform(u32 x) {
     u32 r;

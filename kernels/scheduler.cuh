@@ -1,5 +1,7 @@
-// Persistent tile scheduler, device side.  rawcoop/scheduler.py is the host
-// side of the same contract: both must walk the identical sequence.
+// Persistent tile scheduler, device side: which work units a CTA runs, in which order.  Every
+// role of a CTA walks the same sequence (Schedule), which is what keeps the mainloop ring, the C
+// loader and the consumers' epilogues in step.  rawcoop/plan/scheduler.py is the host side of the
+// same contract: both must walk the identical sequence.
 //
 // CTA b of a grid of G CTAs handles linear tile indices b, b + G, b + 2G, ...
 // (over L * tiles_m * tiles_n tiles for a batch of L problems).
@@ -8,6 +10,7 @@
 // rows first, then across the columns.  CTAs running at the same time then
 // share A row-blocks and B column-blocks in L2.  The last group may be shorter.
 #pragma once
+#include "gemm_config.cuh"
 
 struct TileCoord {
     int l, m, n;   // batch index, tile row, tile column
@@ -27,7 +30,7 @@ static __device__ __forceinline__ TileCoord tile_coord(int t, int tiles_m, int t
     return TileCoord{l, first_m + r % rows, r / rows};
 }
 
-// Work decomposition (host side: rawcoop/scheduler.py `Decomposition`).
+// Work decomposition (host side: rawcoop/plan/scheduler.py `Decomposition`).
 // The first `tiles_dp` tiles are data-parallel units (the whole K range); each
 // remaining tile is cut into `splits` units along K (split-K on the tail
 // wave), numbered consecutively so that the splits of one tile run in the same
@@ -54,20 +57,13 @@ struct WorkUnit {
 // another CTA's first piece (or, for a CTA whose range lies inside one tile,
 // its only piece), so waits point to lower CTAs and cannot form a cycle.  A
 // CTA with fewer pieces gets empty units (kb_count 0), which every role skips.
-// Host mirror: rawcoop/scheduler.py Decomposition.sk_piece.
-#ifndef STREAM_K
-#define STREAM_K 0
-#endif
+// Host mirror: rawcoop/plan/scheduler.py Decomposition.sk_piece.
 
 static __device__ __forceinline__ int unit_count(int tiles, int tiles_dp, int splits) {
-#if STREAM_K
-    return tiles_dp + int(gridDim.x) * splits;
-#else
-    return tiles_dp + (tiles - tiles_dp) * splits;
-#endif
+    if constexpr (kStreamK) return tiles_dp + int(gridDim.x) * splits;
+    else return tiles_dp + (tiles - tiles_dp) * splits;
 }
 
-#if STREAM_K
 // gridDim.x read anew at every call (asm volatile): the range arithmetic below
 // is then redone per unit instead of being hoisted out of the unit loop, where
 // its values would stay live across the mainloop (the 128x256 consumers have
@@ -84,42 +80,41 @@ static __device__ __forceinline__ unsigned sk_owner(unsigned x, unsigned per, un
     const unsigned big = rem * (per + 1u);
     return x < big ? x / (per + 1u) : rem + (x - big) / per;
 }
-#endif
 
 static __device__ __forceinline__ WorkUnit work_unit(int u, int tiles_m, int tiles_n, int group, int tiles_dp,
                                                      int splits, int k_blocks, int tiles) {
     WorkUnit w;
-#if STREAM_K
-    if (u >= tiles_dp) {
-        const unsigned ctas = sk_grid_ctas(), v = unsigned(u - tiles_dp), kbs = unsigned(k_blocks);
-        const unsigned q = v / ctas, c = v - q * ctas;
-        const unsigned total = unsigned(tiles - tiles_dp) * kbs;
-        const unsigned per = total / ctas, rem = total - per * ctas;
-        const unsigned begin = c * per + (c < rem ? c : rem), end = begin + per + (c < rem ? 1u : 0u);
-        w.kb_count = 0;                              // an empty unit unless CTA c has a q-th piece
-        w.tile = tiles_dp;
-        w.split = 0;
-        w.splits = 1;
-        w.kb_begin = 0;
-        if (begin < end && q <= (end - 1u) / kbs - begin / kbs) {
-            const unsigned t = (end - 1u) / kbs - q; // stream-K tile, last one of the range first
-            const unsigned t0 = t * kbs;
-            const unsigned lo = begin > t0 ? begin : t0, hi = end < t0 + kbs ? end : t0 + kbs;
-            // The tile's first and last k-blocks belong to CTA c itself when the piece reaches them.
-            const unsigned first = lo == t0 ? c : sk_owner(t0, per, rem);
-            const unsigned last = hi == t0 + kbs ? c : sk_owner(t0 + kbs - 1u, per, rem);
-            w.tile = tiles_dp + int(t);
-            w.split = int(c - first);
-            w.splits = int(last - first + 1u);
-            w.kb_begin = int(lo - t0);
-            w.kb_count = int(hi - lo);
+    if constexpr (kStreamK) {
+        if (u >= tiles_dp) {
+            const unsigned ctas = sk_grid_ctas(), v = unsigned(u - tiles_dp), kbs = unsigned(k_blocks);
+            const unsigned q = v / ctas, c = v - q * ctas;
+            const unsigned total = unsigned(tiles - tiles_dp) * kbs;
+            const unsigned per = total / ctas, rem = total - per * ctas;
+            const unsigned begin = c * per + (c < rem ? c : rem), end = begin + per + (c < rem ? 1u : 0u);
+            w.kb_count = 0;                              // an empty unit unless CTA c has a q-th piece
+            w.tile = tiles_dp;
+            w.split = 0;
+            w.splits = 1;
+            w.kb_begin = 0;
+            if (begin < end && q <= (end - 1u) / kbs - begin / kbs) {
+                const unsigned t = (end - 1u) / kbs - q; // stream-K tile, last one of the range first
+                const unsigned t0 = t * kbs;
+                const unsigned lo = begin > t0 ? begin : t0, hi = end < t0 + kbs ? end : t0 + kbs;
+                // The tile's first and last k-blocks belong to CTA c itself when the piece reaches them.
+                const unsigned first = lo == t0 ? c : sk_owner(t0, per, rem);
+                const unsigned last = hi == t0 + kbs ? c : sk_owner(t0 + kbs - 1u, per, rem);
+                w.tile = tiles_dp + int(t);
+                w.split = int(c - first);
+                w.splits = int(last - first + 1u);
+                w.kb_begin = int(lo - t0);
+                w.kb_count = int(hi - lo);
+            }
+            w.tc = tile_coord(w.tile, tiles_m, tiles_n, group);
+            return w;
         }
-        w.tc = tile_coord(w.tile, tiles_m, tiles_n, group);
-        return w;
+    } else {
+        (void)tiles;
     }
-#else
-    (void)tiles;
-#endif
     if (u < tiles_dp) {
         w.tile = u;
         w.split = 0;

@@ -112,7 +112,7 @@ def test_cluster_multicasts_the_shared_operand(cfg):
     assert own in plain and shared not in plain
     assert plain <= {own, 2}                     # + map_c for the epilogue's C loads
     assert (2 in plain) == cfg.has_c
-    usage = compiler.resource_usage(r.log)
+    usage = r.resources
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert "C7508" not in r.log and "C7517" not in r.log, r.log
     assert cfg.smem_bytes <= gc.SMEM_LIMIT
@@ -553,7 +553,7 @@ def test_epi_ring_kernel_compiles():
     ring = gc.GemmConfig(64, gc.BF16, True, True, d_colmajor=True, cluster_n=2, epi_ring=True)
     own = replace(ring, epi_ring=False, stages=0)
     r_ring, r_own = compiler.compile_spec(ring.spec, want_ptx=True), compiler.compile_spec(own.spec, want_ptx=True)
-    usage = compiler.resource_usage(r_ring.log)
+    usage = r_ring.resources
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert r_ring.ptx.count("bar.sync") == r_own.ptx.count("bar.sync") + 1
     assert "trap;" in r_ring.ptx and "trap;" not in r_own.ptx

@@ -17,7 +17,7 @@ def _usage(r) -> dict:
     the H200, NVRTC returned empty logs in a process where torch had
     initialised CUDA: run these tests in their own process there)."""
     assert r.log.strip(), "NVRTC returned an empty log: no ptxas -v report to check"
-    return compiler.resource_usage(r.log)
+    return r.resources
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.label)

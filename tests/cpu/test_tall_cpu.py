@@ -79,7 +79,7 @@ def test_tall_kernels_compile(cfg):
     for instr in gc.expected_instructions(cfg.spec):
         assert instr in r.ptx, f"{instr!r} not in the PTX of {cfg.spec.label}"
     assert "setmaxnreg.inc.sync.aligned.u32 152" in r.ptx and ".maxntid 512" in r.ptx
-    usage = compiler.resource_usage(r.log)
+    usage = r.resources
     assert usage["spill_stores"] == 0 and usage["spill_loads"] == 0, usage
     assert cfg.smem_bytes <= gc.SMEM_LIMIT
     assert "C7508" not in r.log and "C7517" not in r.log, "setmaxnreg ignored or wgmma serialised:\n" + r.log
