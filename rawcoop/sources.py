@@ -3,7 +3,10 @@
 The ``.cu``/``.cuh`` files live in the top-level ``kernels/`` folder of a
 checkout; a wheel ships them as ``rawcoop/kernels``.  Both are found the same
 way.  Only our own headers may be included (``#include "name.cuh"``); kernel
-sources need no CUDA headers, so angle-bracket includes are rejected.
+sources need no CUDA headers, so angle-bracket includes are rejected.  An
+include may also sit inside a function body (gemm.cu includes its role files
+inside gemm_kernel); :func:`closure` follows every ``#include`` line alike, so
+the cache key covers them all.
 """
 from __future__ import annotations
 
