@@ -81,14 +81,20 @@ def test_tf32_vs_float64(m, n, k, out_name):
     _check(cp, d, a.astype(cp.float64) @ bt.T.astype(cp.float64), TF32_TOL[out_name], f"tf32 {m}x{n}x{k} -> {out_name}")
 
 
-@pytest.mark.parametrize("kw", [dict(_splits=3), dict(_cluster=2), dict(_pingpong=True, _block_n=128),
-                                dict(_block_n=256), dict(_block_n=64, out_dtype="bfloat16", _swap=True),
-                                dict(_cluster=(1, 2), _block_n=256),
-                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
-                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
-                                dict(_swap=True, _pingpong=True, _block_n=128),
-                                dict(_streamk=True, _pingpong=True, _block_n=128),
-                                dict(_swap=True, _streamk=True, _pingpong=True, _block_n=128)])
+def _kernel_variants(splits: int, narrow_swap: dict) -> list[dict]:
+    """The forced configurations every low-precision kind runs: split-K, clusters, ping-pong, widths,
+    swap-AB, stream-K and their combinations (``narrow_swap``: the 128x64 swap-AB case's options)."""
+    return [dict(_splits=splits), dict(_cluster=2), dict(_pingpong=True, _block_n=128),
+            dict(_block_n=256), narrow_swap,
+            dict(_cluster=(1, 2), _block_n=256),
+            dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
+            dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
+            dict(_swap=True, _pingpong=True, _block_n=128),
+            dict(_streamk=True, _pingpong=True, _block_n=128),
+            dict(_swap=True, _streamk=True, _pingpong=True, _block_n=128)]
+
+
+@pytest.mark.parametrize("kw", _kernel_variants(3, dict(_block_n=64, out_dtype="bfloat16", _swap=True)))
 def test_tf32_kernel_variants(kw):
     import cupy as cp
     import rawcoop
@@ -167,14 +173,7 @@ def test_fp8_vs_float64_of_dequantised(fa, fb, m, n, k):
     _check(cp, d, sa * sb * (a64 @ b64), FP8_TOL[out_name], f"{fa}x{fb} {m}x{n}x{k} -> {out_name}")
 
 
-@pytest.mark.parametrize("kw", [dict(_splits=4), dict(_cluster=2), dict(_pingpong=True, _block_n=128),
-                                dict(_block_n=256), dict(_block_n=64, _swap=True),
-                                dict(_cluster=(1, 2), _block_n=256),
-                                dict(_cluster=(1, 2), _pingpong=True, _block_n=128, _splits=2),
-                                dict(_streamk=True, _block_n=256), dict(_streamk=True, _block_n=128),
-                                dict(_swap=True, _pingpong=True, _block_n=128),
-                                dict(_streamk=True, _pingpong=True, _block_n=128),
-                                dict(_swap=True, _streamk=True, _pingpong=True, _block_n=128)])
+@pytest.mark.parametrize("kw", _kernel_variants(4, dict(_block_n=64, _swap=True)))
 def test_fp8_kernel_variants(kw):
     import cupy as cp
     import rawcoop
