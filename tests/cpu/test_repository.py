@@ -46,13 +46,15 @@ def offending_lines(name: str, text: str) -> list[str]:
 
 
 def test_the_pattern_catches_development_words():
-    for text in ["measured in stop 41", "stop41_part3/bench.json", "the next session's checks", "call 6 plan", "calls 4-5",
-                 "(issue 6) fp8", "see bench/NOTES.md", "this session"]:
+    # The samples are assembled from parts so that this file does not itself hold the words it forbids.
+    step, notes = "st" + "op", "NOTES" + ".md"
+    for text in [f"measured in {step} 41", f"{step}41_part3/bench.json", "the next sess" + "ion's checks",
+                 "ca" + "ll 6 plan", "ca" + "lls 4-5", "(iss" + "ue 6) fp8", f"see bench/{notes}", "this sess" + "ion"]:
         assert offending_lines("x.py", text), text
     for text in ['@pytest.fixture(scope="session")', "a non-stop loop", "calls 20 times", "the tissue",
                  "stops the pipeline", "recall"]:
         assert not offending_lines("x.py", text), text
-    assert offending_lines("bench/results/stop41_bench.json", "")
+    assert offending_lines(f"bench/results/{step}41_bench.json", "")
 
 
 def test_tracked_tree_has_no_development_process_words():
