@@ -12,7 +12,7 @@ from bench.timing import TIMINGS
 
 SUITES = ("main", "layouts", "batched", "epilogue", "small_m", "pdl", "fp8", "tf32")
 LAYOUTS = ("TN", "NN", "NT", "TT")
-"""BLAS-style names as in rawcoop.plan.configs.LAYOUTS: first letter A
+"""BLAS-style names as in rawcoop.plan.kernel_config.LAYOUTS: first letter A
 (T: row-major (M, K), N: column-major), second letter B (N: column-major
 (K, N), i.e. ``bt.T``; T: row-major)."""
 DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16"}

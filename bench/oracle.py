@@ -6,7 +6,7 @@
 
 For each shape the automatic plan and every distinct plan of a fixed set of forced options (CANDIDATES: tile
 128x256 / 128x192 / 128x128 / 192x192 / 192x128, ping-pong, stream-K on and off, 2x1 and 1x2 clusters,
-swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, configs.NARROW_BOX_NS, each alone,
+swap-AB; ``--widths``: 128xW tiles between the multiples of 64 too, kernel_config.NARROW_BOX_NS, each alone,
 with stream-K and in 2x1 clusters) are built with ``rawcoop.gemm._plan_for``; options no kernel combines
 (ValueError) are skipped, and candidates that give the automatic plan or an earlier candidate's (same
 configuration, decomposition and kernel) are timed once. All plans and cuBLAS (``cupy.matmul``) run on the
@@ -79,15 +79,15 @@ def width_candidates(widths) -> list:
 
 
 def parse_widths(text: str) -> list[int]:
-    """``--widths``: a comma list of configs.NARROW_BOX_NS (ValueError otherwise)."""
-    from rawcoop.plan import configs
+    """``--widths``: a comma list of kernel_config.NARROW_BOX_NS (ValueError otherwise)."""
+    from rawcoop.plan import kernel_config
     try:
         widths = [int(w) for w in text.split(",") if w.strip()] if text else []
     except ValueError:
         raise ValueError(f"--widths {text!r}: a comma list of integers") from None
-    bad = [w for w in widths if w not in configs.NARROW_BOX_NS]
+    bad = [w for w in widths if w not in kernel_config.NARROW_BOX_NS]
     if bad:
-        raise ValueError(f"--widths: {bad} not in {configs.NARROW_BOX_NS}")
+        raise ValueError(f"--widths: {bad} not in {kernel_config.NARROW_BOX_NS}")
     return widths
 
 
@@ -194,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--widths", default="", help="comma list of tile widths between the multiples of 64 "
-                                                   "(configs.NARROW_BOX_NS) to add as candidates")
+                                                   "(kernel_config.NARROW_BOX_NS) to add as candidates")
     ap.add_argument("--summary", metavar="JSONL", help="print the summary of rows written by --jsonl and exit "
                                                     "(no GPU)")
     ap.add_argument("--jsonl", metavar="PATH", help="append one line per shape: its row, every plan included "

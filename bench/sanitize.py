@@ -80,7 +80,7 @@ LAYOUTS = {"TN": (True, True), "NN": (False, True), "NT": (False, False), "TT": 
 @dataclass
 class Gemm:
     """One rawcoop.gemm call.  layout: (A K-major?, B K-major?) by BLAS name
-    (rawcoop.plan.configs.LAYOUTS).  batch: (la, lb), 0 for a 2-D operand,
+    (rawcoop.plan.kernel_config.LAYOUTS).  batch: (la, lb), 0 for a 2-D operand,
     lb "stride0" for a stride-0 broadcast view.  c: "row", "col" or "row3"
     (batched).  bias: "float32" or "input".  out: "poison" (a NaN-filled out=),
     "none" (the returned array) or "col" (a column-major out=, stored through
@@ -246,7 +246,7 @@ def problems(have_pingpong: bool = True) -> list:
     # CTA pairs (B multicast)
     P.append(Gemm("bf16 cluster 2 tile 128", "bfloat16", "TN", m=512, n=256, k=256,
                   kw={"_cluster": 2, "_block_n": 128}, quick=True))
-    # misaligned pitch (K = 8 mod 16): the automatic plan is 128x256 in 2x1 clusters (configs' misaligned-pitch rule)
+    # misaligned pitch (K = 8 mod 16): the automatic plan is 128x256 in 2x1 clusters (as planned)
     P.append(Gemm("bf16 misaligned pitch auto (128x256 2x1)", "bfloat16", "TN", m=392, n=520, k=1032, quick=True))
     P.append(Gemm("fp16 cluster 2 tile 256 TT", "float16", "TT", m=384, n=512, k=256,
                   kw={"_cluster": 2, "_block_n": 256}))

@@ -79,11 +79,14 @@ def plan_label(cp, dt, m: int, n: int, k: int) -> str:
 
 def pitch_class(shape: str) -> str:
     """The survey's problems are 16-bit TN: a's and b's rows are K x 2 bytes apart, D's N x 2.  "operand":
-    K = 8 mod 16 (the misaligned-pitch rule's class, configs.misaligned_pitch), "d": only D's pitch is
-    (N = 8 mod 16: no rule), "aligned": neither."""
-    from rawcoop.plan.configs import misaligned_pitch
+    K = 8 mod 16 (a pitch that is an odd multiple of 16 bytes: rawcoop.plan.candidates.Problem.misaligned),
+    "d": only D's pitch is, "aligned": neither."""
+    from rawcoop.plan.candidates import PITCH_SECTOR
     m, n, k = (int(x) for x in shape.split("x")[:3])
-    return "operand" if misaligned_pitch(2 * k) else "d" if misaligned_pitch(2 * n) else "aligned"
+
+    def odd(pitch):
+        return pitch % PITCH_SECTOR == PITCH_SECTOR // 2
+    return "operand" if odd(2 * k) else "d" if odd(2 * n) else "aligned"
 
 
 HOST_MARGIN = 1.25

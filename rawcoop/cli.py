@@ -61,7 +61,8 @@ def _select_specs(args):
     """Warm-up selection: the registry (or its --all superset), or the GEMM
     configurations that --shapes would use, narrowed by --dtypes/--layouts/--kernel."""
     from . import registry
-    from .plan import configs
+    from .plan import kernel_config as configs
+    from .plan.select import config_for_problem
     everything = getattr(args, "all", False)
     default_dtypes = ",".join(_DTYPES) if everything else "bf16,fp16"
     dtypes = [d.strip() for d in (getattr(args, "dtypes", None) or default_dtypes).split(",") if d.strip()]
@@ -94,7 +95,7 @@ def _select_specs(args):
                     ak, bk = configs.LAYOUTS[x]
                     if configs.ELEMENT_BYTES[ka] != 2 and (ak, bk) != (True, True):
                         continue            # tf32/fp8: K-major operands (TN) only
-                    spec = configs.config_for_problem(m, n, k, ka, ak, bk, args.sms, b_kind=kb).spec
+                    spec = config_for_problem(m, n, k, ka, ak, bk, args.sms, b_kind=kb).spec
                     if spec not in specs:
                         specs.append(spec)
     else:

@@ -2,20 +2,25 @@
 
     D = act(alpha · (a @ b) + beta · c + bias)
 
-:func:`gemm` takes the caller's arrays (CuPy arrays as they are, other
-libraries' GPU arrays as zero-copy CuPy views: operands.gemm_operands) and
-runs the call's plan: validated, configured and bound once per set of inputs
-and options, then launched (rawcoop/gemm_plan.py, whose docstring has the
-contract with the kernel).  Every argument error is a TypeError or ValueError
-naming the argument, raised before anything is allocated or launched.
+:func:`gemm` takes the caller's arrays (CuPy arrays as they are; torch
+tensors through rawcoop/torch/_tensors.py: torch tensors out, torch's stream
+and allocator; other libraries' GPU arrays as zero-copy CuPy views:
+operands.gemm_operands) and runs the call's plan: validated, configured and
+bound once per set of inputs and options, then launched
+(rawcoop/gemm_plan.py, whose docstring has the contract with the kernel).
+Every argument error is a TypeError or ValueError naming the argument, raised
+before anything is allocated or launched.
 """
 from __future__ import annotations
+
+import sys
 
 from . import _cuda
 # The plan machinery, also reachable from here (rawcoop.gemm._plan_for, ...).
 from .gemm_plan import (_ARG_C, _ARG_D, _ARG_FLAGS, _ARG_WS, _DATA_PARALLEL, _OUT_MAPS_MAX, _PLANS,  # noqa: F401
                         _PLANS_MAX, _TYPES, _TYPES_BLOCK, _TYPES_FP8, FORCED_OPTIONS, LOWP_OPTIONS, _build_plan,
-                        _cached_plan, _gemm, _no_reduction, _Plan, _plan_for, _plan_key, _run_plan)
+                        _cached_plan, _Empty, _gemm, _no_reduction, _Plan, _plan_for, _plan_key, _remember,
+                        _run_plan, KernelNotReady)
 from .operands import foreign_scale, gemm_operands
 
 
@@ -28,10 +33,16 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
          _block_m: int | None = None):
     """``act(alpha · (a @ b) + beta · c + bias)`` with rawcoop's Hopper kernel.
 
-    Arrays (a, b, c, bias, out, array scales): CuPy arrays, or other
-    libraries' CUDA arrays (torch tensors, anything with
+    Arrays (a, b, c, bias, out, array scales): CuPy arrays, torch CUDA
+    tensors, or other libraries' CUDA arrays (anything with
     ``__cuda_array_interface__`` or ``__dlpack__``), used in place, never
     copied; all on one GPU.  The result is a CuPy array, or ``out`` itself.
+    Torch tensors (a or b one, then every array argument one; tensors that
+    require grad too, read without grad): the result is a torch tensor from
+    torch's caching allocator on a's device, the launch goes on torch's
+    current stream of that device, and under ``torch.compile`` the call is
+    the ``rawcoop::gemm`` custom op (rawcoop.torch).  Not differentiable:
+    rawcoop.torch.matmul / linear are.
     a: (M, K) or (L, M, K); b: (K, N) or (L, K, N); float16 or bfloat16
     (``ml_dtypes.bfloat16``), each row- or column-major (all four layouts, no
     copies); batch dimensions broadcast like ``cupy.matmul`` (a 2-D operand or
@@ -86,15 +97,18 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     wave equally among all CTAs instead of splitting its tiles evenly
     (stream-K; no clusters, no ``_splits``; cooperative, or ping-pong with
     ``_pingpong=True``, never chosen automatically), ``_streamk=False``
-    never (by default 16-bit GEMMs whose last wave fills 50-80% of the SMs
-    use it, see configs.choose_stream_k); ``_block_m=192``: 192-row
+    never (by default the planner's cost model decides); ``_block_m=192``: 192-row
     tiles (three consumer warpgroups; fp16/bf16, tf32 or per-tensor fp8,
     192 or 128 wide, cooperative, data-parallel or split-K, no clusters).  Results are deterministic:
     split-K and stream-K reduce partials in a fixed order.
     """
+    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk, _block_m)
+    torch = sys.modules.get("torch")
+    if torch is not None and (isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor)):
+        return _torch_gemm()(a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, scale_a, scale_b,
+                             a_format, b_format, precision, scale_mode, forced)
     cp = _cuda.cupy()
     nd = cp.ndarray
-    forced = (_block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk, _block_m)
     # tf32/fp8 options (None for 16-bit calls: nothing more to key or check on the repeated-call path)
     lowp = (None if scale_a is None and scale_b is None and a_format is None and b_format is None
             and precision is None and scale_mode is None
@@ -111,3 +125,14 @@ def gemm(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
         lowp = (scale_a, scale_b) + lowp[2:]
     res = _gemm(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
     return user_out if user_out is not None else res
+
+
+_TORCH_GEMM = []
+
+
+def _torch_gemm():
+    """rawcoop.torch's gemm on torch tensors (imported at the first torch call)."""
+    if not _TORCH_GEMM:
+        from .torch import _tensors
+        _TORCH_GEMM.append(_tensors.gemm)
+    return _TORCH_GEMM[0]

@@ -11,7 +11,7 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * A (M, K): K-major (row-major) → dims (K, M, L), box (BLOCK_K, BLOCK_M,
     1); M-major (column-major, 16-bit only) → dims (M, K, L), box (64, 64,
     1) loaded BLOCK_M / 64 times.  BLOCK_M is 128, or 192 for the tall tiles
-    (not block-scaled fp8; configs.choose_tall or ``_block_m=192``).
+    (not block-scaled fp8).
   * B (K, N): K-major (column-major, ``b = bt.T``) → dims (K, N, L), box
     (BLOCK_K, BLOCK_N, 1); N-major (row-major, 16-bit only) → dims (N, K, L),
     box (64, 64, 1).
@@ -27,23 +27,15 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
   * D, C: row-major → dims (N, M, L), box (EPI_COLS, 64, 1); column-major (in
     the kernel's view) → dims (M, N, L), box (EPI_COLS, EPI_COLS, 1): 64 x 64
     16-bit, 32 x 32 fp32 (two boxes per 64-row chunk).  All 128B-swizzled.
-  * Small M (≤ 64 < N): when one row of 128x64 tiles fills 90-100% of the
-    SMs, it runs as is over the whole K (A's box trimmed to round8(M) lines);
-    otherwise the host hands the kernel the transposed problem Dᵀ = Bᵀ·Aᵀ
-    ("swap-AB"), so N fills the 128-row tile; D and C then appear
-    column-major to the kernel and the bias runs along its rows
-    (configs.choose_swap).  16-bit TN/TT with 120 <= M <= 128 and 8192
-    <= K <= 16384 (configs.one_row_pair_fits) runs swap-AB with 128x64
-    tiles and 1x2 clusters: the CTA pairs multicast the streamed b; without C
-    and with one tile per CTA its staging buffers share the pipeline ring
-    (EPI_RING: 9 stages instead of 8).
-    Large fp16/bf16, tf32 and per-tensor fp8 problems run swap-AB too when
-    the tile grid over N x M fills whole waves where the one over M x N
-    leaves a partial wave (configs.swap_waves_limit).
+  * Swap-AB: the planner (rawcoop/plan/select.py) may hand the kernel the
+    transposed problem Dᵀ = Bᵀ·Aᵀ; D and C then appear column-major to the
+    kernel and the bias runs along its rows.  With one tile per CTA and no C,
+    the staging buffers may share the pipeline ring (EPI_RING: one stage
+    more).
   * grid = min(#SMs, #work units) persistent CTAs of 384 threads (512 with
     192-row tiles: a third consumer warpgroup); the work
     decomposition (data-parallel, split-K or stream-K for the partial last
-    wave: configs.choose_stream_k) and the workspace come from
+    wave, as the planner chose) and the workspace come from
     rawcoop/plan/scheduler.py and rawcoop/workspace.py.
   * Repeated calls with the same inputs reuse a cached plan (validation,
     configuration, operand maps, the launch configuration bound once:
@@ -51,8 +43,11 @@ tensor is a rank-3 TMA map (batch outermost, size 1 when not batched):
     plan remembers the map of each storable ``out`` by address and strides).
   * Devices, streams, graphs: everything runs on the operands' device (all on
     one, else ValueError), whatever the current device, which is restored; the
-    launch goes on CuPy's current stream of that device.  Under CUDA graph
-    capture a call allocates nothing but its result (when no ``out``): the
+    launch goes on CuPy's current stream of that device (torch tensors: torch's
+    current stream, results from torch's allocator; see _Plan.run's ``side``).
+    Under CUDA graph capture no kernel is compiled or loaded (KernelNotReady:
+    run the call once before capturing), and a call allocates nothing but
+    its result (when no ``out``): the
     split-K/stream-K workspace of the stream must exist already (run the same
     GEMM once on that stream before capturing; else an automatic split-K or
     stream-K is captured as the data-parallel kernel, a forced one raises
@@ -78,13 +73,15 @@ import numpy as np
 from . import _cuda
 from . import device as _device
 from . import tma, tuning, workspace
-from .plan import configs, scheduler
-from .plan.configs import ACTIVATIONS, BIAS_TYPES, OUT_TYPES
+from .plan import kernel_config as configs
+from .plan import scheduler, select
+from .plan.candidates import Problem
+from .plan.kernel_config import ACTIVATIONS, BIAS_TYPES
 from ._reference import activation as activation_reference
 from .launch import F32, I32, PTR, TENSOR_MAP, KernelParams, get_kernel
-from .operands import (DEFAULT_OUT, batch_info, block_scale_args, check_array, check_out, dtype_name, gemm_operands,
-                       input_kinds, kind_label, matrix_layout, np_dtype, round16, scale_arg, scale_key, scale_mode_arg,
-                       tma_storable)
+from .operands import (batch_info, block_scale_args, check_activation, check_array, check_out, gemm_operands,
+                       input_kinds, kind_label, matrix_layout, np_dtype, result_dtype, result_shape, round16, scale_arg,
+                       scale_key, scale_mode_arg, tma_storable)
 
 
 # The keyword options _build_plan takes as two tuples, in this order.
@@ -111,18 +108,22 @@ def _gemm(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, force
     ``forced``: the values of FORCED_OPTIONS; ``lowp``: those of LOWP_OPTIONS,
     or None when every one is None."""
     plan = _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
-    if not isinstance(plan, _Plan):            # zero-size / K == 0 result, computed without a launch
-        return plan
-    if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
-        print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
-              f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
+    if isinstance(plan, _Empty):               # zero-size / K == 0: computed without a launch
+        return plan.cupy_result(cp, c, bias, out)
+    _print_config(plan)
     return _run_plan(cp, plan, out, forced, lambda: _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out,
                                                                  out_dtype, pdl, _DATA_PARALLEL, lowp))
 
 
+def _print_config(plan):
+    if _os.environ.get("RAWCOOP_PRINT_CONFIG"):
+        print(f"rawcoop.gemm: {plan.cfg.spec.label} group={plan.scalars[6]} grid={plan.grid[0]} "
+              f"{plan.decomposition}{' (tuned)' if plan.tuned else ''}")
+
+
 def _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp):
     """The plan for these arguments from the cache, built (and cached) on a
-    miss; a zero-size / K == 0 call returns its result instead of a plan."""
+    miss; a zero-size / K == 0 call gets an :class:`_Empty` (never cached)."""
     try:
         key = _plan_key(a, b, c, alpha, beta, bias, activation, out_dtype, pdl, forced, lowp)
         plan = _PLANS.get(key)
@@ -130,27 +131,34 @@ def _cached_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl
         key = plan = None
     if plan is None:
         plan = _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp)
-        if key is not None and isinstance(plan, _Plan):
-            if len(_PLANS) >= _PLANS_MAX:
-                _PLANS.clear()
-            _PLANS[key] = plan
+        if key is not None:
+            _remember(key, plan)
     return plan
 
 
-def _run_plan(cp, plan, out, forced, data_parallel):
+def _remember(key, plan) -> None:
+    """Cache ``plan`` (a _Plan; an _Empty is not kept) under ``key``."""
+    if isinstance(plan, _Plan):
+        if len(_PLANS) >= _PLANS_MAX:
+            _PLANS.clear()
+        _PLANS[key] = plan
+
+
+def _run_plan(cp, plan, out, forced, data_parallel, side=None):
     """Run ``plan``.  Under CUDA graph capture a split-K/stream-K plan needs
     its stream's workspace to exist already; when it does not and the
     decomposition was rawcoop's own choice (no ``_`` option forced), the
     data-parallel plan from ``data_parallel()`` is captured instead (the
     graph then needs no workspace; slower on those shapes by what split-K or
     stream-K saved).  Forced split-K/stream-K still raises, saying to run the
-    GEMM once on the stream before capturing."""
+    GEMM once on the stream before capturing.  ``side``: see _Plan.run."""
     try:
-        return plan.run(cp, out)
+        return plan.run(cp, out) if side is None else plan.run(cp, out, side)
     except workspace.CaptureWorkspaceError:
         if any(x is not None for x in forced):
             raise
-        return data_parallel().run(cp, out)
+        plan = data_parallel()
+        return plan.run(cp, out) if side is None else plan.run(cp, out, side)
 
 
 def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, out_dtype=None, **forced_kw):
@@ -168,11 +176,12 @@ def _plan_for(a, b, *, c=None, alpha=1.0, beta=0.0, bias=None, activation=None, 
     return plan
 
 
-def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp=None):
+def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl, forced, lowp=None, side=None):
     """Validate everything (raising before any allocation or launch) and
     compute the kernel configuration, schedule and tensor maps.  ``lowp``:
     (scale_a, scale_b, a_format, b_format, precision[, scale_mode]), or None
-    for none."""
+    for none.  ``side``: the caller's arrays (see _Plan.run; it says which
+    stream may be capturing).  A zero-size / K == 0 problem gives an _Empty."""
     _block_n, _group, _swap, _splits, _cluster, _pingpong, _streamk, _block_m = forced
     scale_a, scale_b, a_format, b_format, precision, scale_mode = (tuple(lowp or ()) + (None,) * 6)[:6]
     # ------------------------------------------------------------ validation
@@ -182,33 +191,15 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     ka, kb = input_kinds(a.dtype.name, b.dtype.name, a_format, b_format, precision)
     lowbits = configs.ELEMENT_BYTES[ka] != 2          # tf32 / fp8: K-major operands only
     fp8 = configs.is_fp8(ka)
-    for name, x in (("a", a), ("b", b)):
-        if x.ndim not in (2, 3):
-            raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {x.shape}")
+    m, n, k, batch, out_shape = result_shape(a.shape, b.shape)
     block = scale_mode_arg(scale_mode, fp8)            # block-scaled fp8: scales checked once shapes are known
     sa_factor, sa_ptr = scale_arg(cp, "scale_a", scale_a, dev, fp8) if not block else (1.0, 0)
     sb_factor, sb_ptr = scale_arg(cp, "scale_b", scale_b, dev, fp8) if not block else (1.0, 0)
     in_name = kind_label(ka, kb)
-    m, k = a.shape[-2:]
-    k2, n = b.shape[-2:]
-    if k != k2:
-        raise ValueError(f"shape mismatch: a is {a.shape}, b is {b.shape} (a.shape[-1] must equal b.shape[-2])")
-    la = a.shape[0] if a.ndim == 3 else 1
-    lb = b.shape[0] if b.ndim == 3 else 1
-    if la != lb and la != 1 and lb != 1:
-        raise ValueError(f"batch mismatch: a has batch {la}, b has batch {lb} (they must match or one must be 1)")
-    batch = max(la, lb)
-    batched_result = a.ndim == 3 or b.ndim == 3
-    out_shape = (batch, m, n) if batched_result else (m, n)
+    batched_result = len(out_shape) == 3
 
-    if out_dtype is None:
-        out_name = DEFAULT_OUT[ka]
-    else:
-        out_name = dtype_name(out_dtype)
-        if out_name not in OUT_TYPES:
-            raise TypeError(f"out_dtype must be float16, bfloat16 or float32, got {out_name}")
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of None, 'relu', 'gelu', 'silu'; got {activation!r}")
+    out_name = result_dtype(ka, out_dtype)
+    check_activation(activation)
     try:
         alpha = float(alpha)
         beta = float(beta)
@@ -243,11 +234,8 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
                                    batch_info("b", b, batch)[1])
 
     # Zero-size problems (cupy.matmul semantics; no launch, no TMA rules apply).
-    if m == 0 or n == 0 or batch == 0:
-        with cp.cuda.Device(dev):
-            return out if out is not None else cp.empty(out_shape, dtype=np_dtype(out_name))
-    if k == 0:
-        return _no_reduction(cp, dev, out_shape, out_name, c if use_c else None, beta, bias, activation, out)
+    if m == 0 or n == 0 or batch == 0 or k == 0:
+        return _Empty(dev, out_shape, out_name, m == 0 or n == 0 or batch == 0, use_c, beta, activation)
 
     # Operand layouts (raise before anything is allocated or launched).
     what = "tf32" if ka == configs.TF32 else "fp8"
@@ -281,22 +269,21 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     bias_kind = BIAS_TYPES[bias.dtype.name] if bias is not None else 0
     sig = tuning.signature(info.name, in_name + ("+block128" if block else ""), out_name, m, n, k, batch, a_kmajor,
                            b_kmajor, use_c, bias_kind, ACTIVATIONS[activation])
-    tuned = None
-    if forced == (None,) * len(forced):
-        tuned = tuning.lookup(sig)          # a winner recorded by rawcoop.tune for this GPU and problem
-        if tuned is not None and block and (tuned["block_n"] not in (None, *configs.BLOCK_SCALED_NS)
-                                            or tuned["swap"] or (tuned.get("pingpong") and tuned["block_n"] != 64)
-                                            or tuned.get("block_m") not in (None, configs.BLOCK_M)):
-            tuned = None                    # (a hand-edited table) not a block-scaled configuration: ignored
-        if tuned is not None:
-            _block_n, _group, _swap, _splits = tuned["block_n"], tuned["group"], tuned["swap"], tuned["splits"]
-            _pingpong, _streamk, _block_m = tuned.get("pingpong"), tuned.get("streamk"), tuned.get("block_m")
-    swap_ok = m <= 64 < n and configs.swap_buildable(block=block)  # tune may swap
-    cfg = configs.plan_config(
-        m, n, k, batch, info.sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor), out_name=out_name,
-        use_c=use_c, c_rowmajor=c_rowmajor if use_c else True, bias_kind=bias_kind, activation=activation,
-        block=block, block_n=_block_n, swap=_swap, cluster=_cluster, splits=_splits, pingpong=_pingpong,
-        streamk=_streamk, block_m=_block_m, pitches=(a_pitch, b_pitch))
+    problem = Problem(m, n, k, batch, (ka, kb), (a_kmajor, b_kmajor), out_name, use_c,
+                      c_rowmajor if use_c else True, bias_kind, activation, block, (a_pitch, b_pitch), info.sm_count)
+    tuned = tuning.lookup(sig) if forced == (None,) * len(forced) else None   # a rawcoop.tune winner
+    choice = None
+    if tuned is not None:
+        _group = tuned["group"]
+        try:
+            choice = select.choose(problem, tuning.forced_of(tuned))
+        except ValueError:
+            tuned = None                    # (a hand-edited table) no kernel of this problem: ignored
+    if choice is None:
+        choice = select.choose(problem, select.Forced(_block_n, _block_m, _swap, _cluster, _splits, _pingpong,
+                                                      _streamk))
+    swap_ok = not block                     # tune may swap
+    cfg = choice.cfg
     swap, stream_k = cfg.d_colmajor, cfg.stream_k
     # Kernel view: rows x cols = (M', N'), A' (M'xK), B' (KxN').
     # (Swapped tf32/fp8 operands stay K-major: bᵀ of a column-major b is row-major, aᵀ of a row-major
@@ -316,10 +303,11 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
         kernel = get_kernel(cfg.spec)
         slots = info.sm_count
         if cfg.cluster_size > 1:
+            _require_loaded(kernel, dev, side if side is not None else _cupy_arrays(cp))
             kernel.function(dev)
             slots = max(1, kernel.max_active_clusters(dev, cfg.threads, cfg.smem_bytes, (cfg.cluster_size, 1, 1)))
         return kernel, scheduler.schedule(km, kn, cfg.block_m, cfg.block_n, slots, _group, batch, k=k,
-                                          block_k=cfg.block_k, splits=_splits, cluster=cfg.cluster,
+                                          block_k=cfg.block_k, splits=choice.splits, cluster=cfg.cluster,
                                           stream_k=stream_k, chain=cfg.pingpong)
 
     kernel, sched = scheduled(cfg)
@@ -379,6 +367,7 @@ def _build_plan(cp, a, b, c, alpha, beta, bias, activation, out, out_dtype, pdl,
     plan.cfg = cfg
     plan.decomposition = dec
     plan.k, plan.signature, plan.swap_ok, plan.tuned = k, sig, swap_ok, tuned is not None
+    plan.problem = problem
     return plan
 
 
@@ -391,7 +380,7 @@ class _Plan:
 
     __slots__ = ("dev", "kernel", "pdl", "grid", "smem", "m", "n", "batch", "out_shape", "out_dtype", "osz",
                  "dt_out", "colmajor_d", "km", "kn", "epi_cols", "box_cols", "map_a", "map_b", "map_c", "scalars",
-                 "ws_floats", "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "extra",
+                 "ws_floats", "ws_flags", "cfg", "decomposition", "k", "signature", "swap_ok", "tuned", "cluster", "problem", "extra",
                  "types", "params", "threads", "launch", "out_maps")
 
     def __init__(self):
@@ -408,32 +397,40 @@ class _Plan:
         return tma.tiled(self.dt_out, ptr, (self.kn, self.km, lx), (pitch, bstride), (self.box_cols, 64, 1),
                          tma.Swizzle.B32 if narrow else sw)
 
-    def run(self, cp, out):
+    def run(self, cp, out, side=None):
+        """Launch into ``out`` (None: a new result) and return it.  ``side``
+        says how the caller's arrays are read, allocated and on which stream
+        the launch goes: None for CuPy arrays (:class:`_CupyArrays`), the torch
+        side for torch tensors (rawcoop/torch/_tensors.py)."""
+        if side is None:
+            side = _cupy_arrays(cp)
         dev, m, n, batch, osz = self.dev, self.m, self.n, self.batch, self.osz
         if out is not None:
-            check_out(cp, out, dev, self.out_shape, self.out_dtype)
-        switch = cp.cuda.runtime.getDevice() != dev
-        if switch:
-            prev = cp.cuda.runtime.getDevice()
-            cp.cuda.runtime.setDevice(dev)
+            side.check_out(out, dev, self.out_shape, self.out_dtype)
+        prev = side.enter(dev)
         try:
-            stream = cp.cuda.get_current_stream(dev).ptr      # CuPy's current stream of a's device
+            stream = side.stream(dev)
             # D: the user's `out` when TMA can store into it, else a padded buffer.  Only then is the
             # stream asked whether it is being captured into a CUDA graph: a temporary freed back to
             # CuPy's pool would still be written by every replay, so under capture `out` must be
-            # storable and a result without `out` is returned as the padded buffer's view.
+            # storable and a result without `out` is returned as the padded buffer's view (torch's
+            # allocator keeps a capture's temporaries in the graph's private pool: no such rule).
             # A storable `out` seen before has its D map in out_maps (by address and strides: shape and
             # dtype are the plan's), which skips the checks and the map lookup.
-            out_key = None if out is None else (out.data.ptr, out.strides)
+            out_key = None if out is None else side.out_key(out)
             map_d = None if out_key is None else self.out_maps.get(out_key)
-            temp = out is None or (map_d is None and not tma_storable(out, osz, batch))
+            temp = out is None
+            if map_d is None and out is not None:
+                out_ptr, out_strides = side.layout(out)
+                temp = not tma_storable(out_ptr, out.shape, out_strides, osz, batch)
             strided_result = False
             if temp:
                 npad = -(-n // (16 // osz)) * (16 // osz)
-                if (out is not None or npad != n) and _device.stream_capturing(dev, stream):
+                if ((out is not None or npad != n) and not side.capture_temporaries
+                        and _device.stream_capturing(dev, stream)):
                     if out is not None:
                         raise ValueError(
-                            f"out (strides {out.strides}, base 0x{out.data.ptr:x}): under CUDA graph capture "
+                            f"out (strides {out_strides}, base 0x{out_ptr:x}): under CUDA graph capture "
                             "the kernel must store straight into out, which needs a 16-byte-aligned base, unit "
                             "stride along N and row (and batch) strides that are multiples of 16 bytes; any other "
                             "out would take a temporary buffer that the graph keeps writing after it is freed. "
@@ -445,14 +442,14 @@ class _Plan:
             if not temp:
                 d = out
             elif out is None and npad == n:
-                d = cp.empty(self.out_shape, dtype=self.out_dtype)     # the result itself: no view, no copy
+                d = side.empty(self.out_shape, self.out_dtype, dev)     # the result itself: no view, no copy
             else:
-                d = cp.empty((batch, m, npad), dtype=self.out_dtype)[..., :n]
+                d = side.empty((batch, m, npad), self.out_dtype, dev)[..., :n]
             if map_d is None:
-                st = d.strides
+                ptr, st = side.layout(d)
                 d_pitch = st[-2] if m > 1 else round16(n * osz)
                 d_bs = st[0] if (batch > 1 and d.ndim == 3) else round16(m * max(d_pitch, 16))
-                map_d = self.epilogue_map(d.data.ptr, self.colmajor_d, d_pitch, d_bs, batch)
+                map_d = self.epilogue_map(ptr, self.colmajor_d, d_pitch, d_bs, batch)
                 if not temp:
                     if len(self.out_maps) >= _OUT_MAPS_MAX:
                         self.out_maps.clear()
@@ -461,6 +458,7 @@ class _Plan:
             with params.lock:
                 launch = self.launch
                 if launch is None:
+                    _require_loaded(self.kernel, dev, side)
                     launch = self.launch = self.kernel.bind(dev, self.grid, self.threads, self.smem,
                                                             self.cluster, self.pdl)
                 if self.map_c is None:
@@ -470,14 +468,112 @@ class _Plan:
                 params.set(_ARG_FLAGS, flags_ptr)
                 launch(stream, params)
             if out is None:
-                res = d if d.ndim == len(self.out_shape) else d[0]
-                return res if res.flags.c_contiguous or strided_result else cp.ascontiguousarray(res)
+                return side.result(d if d.ndim == len(self.out_shape) else d[0], strided_result)
             if d is not out:
-                out[...] = d.reshape(self.out_shape)
+                side.copy(out, d.reshape(self.out_shape))
             return out
         finally:
-            if switch:
-                cp.cuda.runtime.setDevice(prev)
+            side.exit(prev)
+
+
+class _CupyArrays:
+    """How a plan's run reads and allocates CuPy arrays: ``out`` checked with
+    operands.check_out, the result from CuPy's pool on the plan's device
+    (made current for the call, then restored), the launch on CuPy's current
+    stream of that device.  The torch side (rawcoop/torch/_tensors.py) has the
+    same methods for torch tensors."""
+
+    __slots__ = ("cp",)
+    capture_temporaries = False     # a temporary freed to CuPy's pool under capture is unsafe (see run)
+
+    def __init__(self, cp):
+        self.cp = cp
+
+    def check_out(self, out, dev, shape, dtype):
+        check_out(self.cp, out, dev, shape, dtype)
+
+    def enter(self, dev):
+        """Make ``dev`` current; returns what exit() restores (None: nothing)."""
+        runtime = self.cp.cuda.runtime
+        prev = runtime.getDevice()
+        if prev == dev:
+            return None
+        runtime.setDevice(dev)
+        return prev
+
+    def exit(self, prev):
+        if prev is not None:
+            self.cp.cuda.runtime.setDevice(prev)
+
+    def stream(self, dev) -> int:
+        return self.cp.cuda.get_current_stream(dev).ptr
+
+    def out_key(self, x):
+        """What identifies ``out``'s D map within a plan: address and strides."""
+        return x.data.ptr, x.strides
+
+    def layout(self, x):
+        """(address, strides in bytes)."""
+        return x.data.ptr, x.strides
+
+    def empty(self, shape, dtype, dev):
+        return self.cp.empty(shape, dtype=dtype)
+
+    def result(self, res, strided: bool):
+        return res if res.flags.c_contiguous or strided else self.cp.ascontiguousarray(res)
+
+    def copy(self, out, d):
+        out[...] = d
+
+
+_CUPY_ARRAYS = [None]
+
+
+def _cupy_arrays(cp) -> _CupyArrays:
+    side = _CUPY_ARRAYS[0]
+    if side is None or side.cp is not cp:
+        side = _CUPY_ARRAYS[0] = _CupyArrays(cp)
+    return side
+
+
+class KernelNotReady(RuntimeError):
+    """A kernel would have to be compiled or loaded while the launch stream
+    is being captured into a CUDA graph."""
+
+
+def _require_loaded(kernel, dev: int, side) -> None:
+    """Under CUDA graph capture, ``kernel`` must be loaded on ``dev`` already:
+    neither an NVRTC compile nor a module load belongs inside a capture.  One
+    driver query, made only when the kernel is not loaded yet."""
+    if kernel.loaded(dev):
+        return
+    stream = side.stream(dev)
+    if not _device.stream_capturing(dev, stream):
+        return
+    state = "compiled but not loaded" if kernel.cache.contains(kernel.spec, kernel.arch) else "not compiled"
+    raise KernelNotReady(
+        f"rawcoop.gemm: kernel {kernel.spec.label} is {state} on device {dev}, and stream 0x{stream:x} is being "
+        "captured into a CUDA graph, where rawcoop neither compiles nor loads kernels. Run the same call once "
+        "before the capture (a warm-up step loads its kernels); `python -m rawcoop warmup --shapes MxNxK` "
+        "compiles ahead of time, and the first call still loads the kernel")
+
+
+class _Empty:
+    """A call without a launch (cupy.matmul semantics): an empty result (M,
+    N or the batch is 0), or K == 0, where D = act(beta·c + bias)."""
+
+    __slots__ = ("dev", "out_shape", "out_name", "empty", "use_c", "beta", "activation")
+
+    def __init__(self, dev, out_shape, out_name, empty, use_c, beta, activation):
+        self.dev, self.out_shape, self.out_name, self.empty = dev, out_shape, out_name, empty
+        self.use_c, self.beta, self.activation = use_c, beta, activation
+
+    def cupy_result(self, cp, c, bias, out):
+        if self.empty:
+            with cp.cuda.Device(self.dev):
+                return out if out is not None else cp.empty(self.out_shape, dtype=np_dtype(self.out_name))
+        return _no_reduction(cp, self.dev, self.out_shape, self.out_name, c if self.use_c else None, self.beta,
+                             bias, self.activation, out)
 
 
 _OUT_MAPS_MAX = 16

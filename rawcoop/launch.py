@@ -101,6 +101,10 @@ class Kernel:
         return self.cache.log(self.spec, self.arch)
 
     # ------------------------------------------------------------ per device
+    def loaded(self, dev: int) -> bool:
+        """Whether the module is loaded on ``dev`` (function() then neither compiles nor loads)."""
+        return dev in self._functions
+
     def function(self, dev: int):
         fn = self._functions.get(dev)
         if fn is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plan import configs
+from .plan import kernel_config as configs
 
 INPUTS_16BIT = ("float16", "bfloat16")
 FP8_DTYPES = {"float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2"}     # ml_dtypes names -> format
@@ -240,12 +240,60 @@ def np_dtype(name: str) -> np.dtype:
 
 
 def dtype_name(dt) -> str:
+    """The name of ``out_dtype``: a NumPy/ml_dtypes dtype, a dtype name, or a
+    torch dtype (``torch.bfloat16`` -> "bfloat16")."""
     if isinstance(dt, str) and dt in ("bfloat16", "bf16"):
         return "bfloat16"
+    if type(dt).__name__ == "dtype" and type(dt).__module__ == "torch":
+        return torch_dtype_name(dt)
     try:
         return np.dtype(dt).name
     except TypeError:
         raise TypeError(f"out_dtype {dt!r} is not a dtype") from None
+
+
+def torch_dtype_name(dt) -> str:
+    """``torch.float8_e4m3fn`` -> "float8_e4m3fn" (the NumPy / ml_dtypes name)."""
+    return str(dt).removeprefix("torch.")
+
+
+def result_shape(a_shape: tuple, b_shape: tuple) -> tuple:
+    """(m, n, k, batch, out_shape) of ``a @ b`` with rawcoop.gemm's rules: a
+    (M, K) or (L, M, K), b (K, N) or (L, K, N), batches equal or one of them 1
+    (or 2-D: shared); the result is 3-D when either operand is.  Raises
+    ValueError naming the rule.  Pure (shared by planning and the torch fake
+    implementation)."""
+    for name, shape in (("a", a_shape), ("b", b_shape)):
+        if len(shape) not in (2, 3):
+            raise ValueError(f"{name} must be 2-D (M, K)/(K, N) or 3-D (L, ., .), got shape {tuple(shape)}")
+    m, k = a_shape[-2:]
+    k2, n = b_shape[-2:]
+    if k != k2:
+        raise ValueError(f"shape mismatch: a is {tuple(a_shape)}, b is {tuple(b_shape)} (a.shape[-1] must equal "
+                         "b.shape[-2])")
+    la = a_shape[0] if len(a_shape) == 3 else 1
+    lb = b_shape[0] if len(b_shape) == 3 else 1
+    if la != lb and la != 1 and lb != 1:
+        raise ValueError(f"batch mismatch: a has batch {la}, b has batch {lb} (they must match or one must be 1)")
+    batch = max(la, lb)
+    out_shape = (batch, m, n) if len(a_shape) == 3 or len(b_shape) == 3 else (m, n)
+    return m, n, k, batch, out_shape
+
+
+def result_dtype(ka: int, out_dtype) -> str:
+    """The output dtype name: ``out_dtype`` (float16, bfloat16 or float32,
+    else TypeError), or the default of the input kind (DEFAULT_OUT)."""
+    if out_dtype is None:
+        return DEFAULT_OUT[ka]
+    name = dtype_name(out_dtype)
+    if name not in configs.OUT_TYPES:
+        raise TypeError(f"out_dtype must be float16, bfloat16 or float32, got {name}")
+    return name
+
+
+def check_activation(activation) -> None:
+    if activation not in configs.ACTIVATIONS:
+        raise ValueError(f"activation must be one of None, 'relu', 'gelu', 'silu'; got {activation!r}")
 
 
 def round16(nbytes: int) -> int:
@@ -330,6 +378,8 @@ def as_cupy(cp, name: str, x, required: bool = False):
         import ml_dtypes
         import torch
         return as_cupy(cp, name, x.view(torch.uint8)).view(getattr(ml_dtypes, FP8_NUMPY_NAMES[fp8]))
+    if getattr(x, "requires_grad", False):
+        x = x.detach()                  # the same memory; DLPack refuses to export a tensor that requires grad
     kind = f"{type(x).__module__}.{type(x).__name__}"
     dl_device = getattr(x, "__dlpack_device__", None)
     if dl_device is not None and hasattr(x, "__dlpack__"):
@@ -386,6 +436,34 @@ def torch_fp8_format(x) -> str | None:
     return None
 
 
+def torch_view(cp, name: str, t):
+    """A CuPy array over the memory of torch tensor ``t`` (argument ``name``),
+    for planning a call on torch tensors: built from ``data_ptr()``, the
+    shape, strides and dtype directly (no DLPack export, so tensors that
+    require grad are fine; float8 dtypes map to the ml_dtypes ones), with
+    ``t`` kept alive by the view.  Nothing is ordered between streams: the
+    caller launches on torch's current stream.  TypeError naming the
+    argument for a tensor off the GPU or of a dtype NumPy cannot name."""
+    if not t.is_cuda:
+        where = "host (CPU) memory" if t.device.type == "cpu" else f"memory of device '{t.device}'"
+        raise TypeError(f"{name} is a torch.Tensor in {where}; rawcoop computes on a CUDA GPU: move it there first "
+                        f"({name}.cuda())")
+    dname = torch_dtype_name(t.dtype)
+    if dname.startswith("float8") and dname not in FP8_DTYPES:
+        torch_fp8_format(t)                                     # raises: the fnuz encodings
+    try:
+        dt = np_dtype(dname)
+    except TypeError:
+        raise TypeError(f"{name} has dtype torch.{dname}; rawcoop.gemm takes float16, bfloat16, float32 with "
+                        "precision='tf32', float8_e4m3fn or float8_e5m2") from None
+    shape, elem_strides = tuple(t.shape), t.stride()
+    isz = dt.itemsize
+    extent = 0 if t.numel() == 0 else (sum((d - 1) * s for d, s in zip(shape, elem_strides)) + 1) * isz
+    mem = cp.cuda.UnownedMemory(t.data_ptr(), extent, t, t.get_device())
+    return cp.ndarray(shape, dtype=dt, memptr=cp.cuda.MemoryPointer(mem, 0),
+                      strides=tuple(s * isz for s in elem_strides))
+
+
 def check_array(name: str, x, cp, dev: int | None):
     if not isinstance(x, cp.ndarray):
         raise TypeError(f"{name} must be a GPU array, got {type(x).__module__}.{type(x).__name__}. Accepted: "
@@ -425,19 +503,20 @@ def scale_key(s):
     return (s.data.ptr, s.data.device_id, s.shape, s.strides, s.dtype)
 
 
-def tma_storable(d, osz: int, batch: int) -> bool:
-    """Can the kernel TMA-store straight into ``d`` (row-major lines, 16-byte
-    pitches and base)?"""
-    if d.data.ptr % 16 or d.strides[-1] != osz:
+def tma_storable(ptr: int, shape: tuple, strides: tuple, osz: int, batch: int) -> bool:
+    """Can the kernel TMA-store straight into the output at address ``ptr``
+    with ``shape`` and ``strides`` (bytes): row-major lines, 16-byte pitches
+    and base?"""
+    if ptr % 16 or strides[-1] != osz:
         return False
-    if d.shape[-1] * osz % 16:
+    if shape[-1] * osz % 16:
         # TMA stores whole 16-byte chunks of a line: a row whose byte length is
         # not a multiple of 16 would get the chunk past its last column written
         # (found by the fuzzer: a view of a wider array, or a (1, N) array's
         # end).  Such outputs go through the padded buffer and a copy.
         return False
-    if d.shape[-2] > 1 and (d.strides[-2] <= 0 or d.strides[-2] % 16):
+    if shape[-2] > 1 and (strides[-2] <= 0 or strides[-2] % 16):
         return False
-    if d.ndim == 3 and batch > 1 and (d.strides[0] <= 0 or d.strides[0] % 16):
+    if len(shape) == 3 and batch > 1 and (strides[0] <= 0 or strides[0] % 16):
         return False
     return True

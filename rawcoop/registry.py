@@ -11,12 +11,8 @@ def all_specs(everything: bool = False) -> list[KernelSpec]:
     from . import tile_copy
     specs: list[KernelSpec] = []
     specs += tile_copy.all_specs()
-    try:
-        from .plan import configs
-    except ImportError:
-        pass
-    else:
-        specs += configs.all_specs(everything)
+    from .plan import builds
+    specs += builds.all_specs(everything)
     return specs
 
 
@@ -29,8 +25,5 @@ def expected_instructions(spec: KernelSpec) -> list[str]:
         if dict(spec.defines)["CLUSTER"] > 1:
             want += ["multicast::cluster", "mapa.shared::cluster", "barrier.cluster.arrive"]
         return want
-    try:
-        from .plan import configs
-        return configs.expected_instructions(spec)
-    except ImportError:
-        return []
+    from .plan import builds
+    return builds.expected_instructions(spec)

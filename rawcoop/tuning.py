@@ -16,13 +16,13 @@ import threading
 import warnings
 
 from . import config
-from .plan.configs import BLOCK_M, BLOCK_NS, NARROW_BOX_NS, TALL_BLOCK_M, TALL_BLOCK_NS
+from .plan.kernel_config import BLOCK_M, BLOCK_NS, NARROW_BOX_NS, TALL_BLOCK_M, TALL_BLOCK_NS
 
 _FILE = "tuned-v1.json"
-CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m")
+CHOICE_KEYS = ("block_n", "group", "swap", "splits", "pingpong", "streamk", "block_m", "cluster")
 """A stored winner: rawcoop.gemm's forced options without the underscore
-(None: the heuristic's choice; entries written before stream-K or 192-row
-tiles have no "streamk" / "block_m" and read as None)."""
+(None: the planner's choice; entries without "streamk", "block_m" or
+"cluster" read those as None)."""
 _lock = threading.Lock()
 _table: dict | None = None
 
@@ -56,9 +56,10 @@ def _valid(choice) -> bool:
     user-writable data, never trusted blindly)."""
     if not isinstance(choice, dict):
         return False
-    bn, group, swap, splits, pp, sk, bm = (choice.get(k) for k in CHOICE_KEYS)
+    bn, group, swap, splits, pp, sk, bm, cluster = (choice.get(k) for k in CHOICE_KEYS)
     tall = bm == TALL_BLOCK_M
     return (bm in (None, BLOCK_M, TALL_BLOCK_M)
+            and (cluster is None or (isinstance(cluster, list) and cluster in ([1, 1], [2, 1], [1, 2])))
             and bn in ((None, *TALL_BLOCK_NS) if tall else (None, *BLOCK_NS, 192, *NARROW_BOX_NS))   # 128x192 and
             # the narrow widths: 16-bit, and for those K-major b, no swap (gemm checks)
             and not (tall and (pp or sk))
@@ -66,6 +67,15 @@ def _valid(choice) -> bool:
             and swap in (None, True, False) and (splits is None or (type(splits) is int and 1 <= splits <= 16))
             and pp in (None, True, False) and not (pp and bn is not None and bn > 128)
             and sk in (None, True, False) and not (sk and (pp or splits is not None)))
+
+
+def forced_of(choice: dict):
+    """A stored winner as the planner's forced options."""
+    from .plan.select import Forced
+    cluster = choice.get("cluster")
+    return Forced(choice.get("block_n"), choice.get("block_m"), choice.get("swap"),
+                  tuple(cluster) if cluster else None, choice.get("splits"), choice.get("pingpong"),
+                  choice.get("streamk"))
 
 
 def lookup(sig: str) -> dict | None:
@@ -102,8 +112,9 @@ def _persist(sig: str, choice: dict) -> None:
 def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, activation=None, out_dtype=None,
          iters: int = 20, persist: bool = True, verbose: bool = False, scale_a=None, scale_b=None,
          a_format=None, b_format=None, precision=None, scale_mode=None) -> dict:
-    """Time every candidate configuration of ``rawcoop.gemm(a, b, ...)`` (tile
-    width, raster group, split-K, swap-AB) with CUDA events (median of
+    """Time the planner's choice and the candidates its cost model ranks
+    cheapest for ``rawcoop.gemm(a, b, ...)`` (tile, cluster, swap-AB,
+    decomposition; rawcoop/plan/select.py tuning_candidates) with CUDA events (median of
     ``iters`` calls after a warm-up) and remember the fastest for this GPU and
     problem.  Returns ``{"signature", "choice", "us", "default_us",
     "results"}``.  Every candidate's output is checked against the default
@@ -113,7 +124,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     from . import _cuda, gemm_plan
     from .gemm import gemm
     from .operands import gemm_operands
-    from .plan.configs import tuning_candidates
+    from .plan.select import tuning_candidates
 
     cp = _cuda.cupy()
     # The same inputs as rawcoop.gemm (torch tensors, DLPack / __cuda_array_interface__ arrays), viewed once.
@@ -131,7 +142,7 @@ def tune(a, b, *, c=None, alpha: float = 1.0, beta: float = 0.0, bias=None, acti
     scale = float(cp.linalg.norm(ref)) or 1.0
     out = cp.empty(plan.out_shape, dtype=plan.out_dtype)
     results = []
-    for cand in tuning_candidates(plan):
+    for cand in tuning_candidates(plan.problem):
         forced = {"_" + key: cand.get(key) for key in CHOICE_KEYS}
         try:
             d = gemm(a, b, out=out, **forced, **kw)

@@ -14,7 +14,7 @@ for .f16/.bf16 through descriptors): their wrappers are templates on the two
 transpose bits; the tf32 and fp8 wrappers read K-major A and B only.
 """
 NS_16BIT = (64, 128, 144, 160, 176, 192, 208, 224, 240, 256)   # 16-bit: every width rawcoop builds
-# (144..240 between the multiples of 64: kernels/gemm_config.cuh "Narrow boxes"; configs.NARROW_BOX_NS)
+# (144..240 between the multiples of 64: kernels/gemm_config.cuh "Narrow boxes"; kernel_config.NARROW_BOX_NS)
 NS = (64, 128, 192, 256)          # tf32 / fp8: the tile widths rawcoop builds (128-row BLOCK_NS, 192 for 192-row tiles)
 
 # name suffix: (K per instruction, A type, B type, has the transpose operands)

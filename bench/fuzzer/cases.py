@@ -32,7 +32,7 @@ import random
 import struct
 from dataclasses import dataclass
 
-from rawcoop.plan import configs
+from rawcoop.plan import kernel_config as configs
 
 from .pool import FP8_FORMATS, FP8_NAMES, IN_DTYPES, POOL_SIZE, Recipe, Rng, recipes
 

@@ -178,15 +178,17 @@ def call_kwargs(p: Problem, arrays: dict) -> dict:
 
 
 def predicted_config(p: Problem, sm_count: int = 132):
-    """The :class:`~rawcoop.plan.configs.GemmConfig` ``rawcoop.gemm`` should
+    """The :class:`~rawcoop.plan.kernel_config.GemmConfig` ``rawcoop.gemm`` should
     pick for ``p`` (no tuned table), without a GPU: gemm's own input-kind
     and layout classification on the drawn dtypes and strides, then the
-    configuration function gemm itself calls (configs.plan_config).  Also
+    planner gemm itself calls (rawcoop.plan.select.choose).  Also
     checks on the CPU what gemm validates about kinds, strides and forced
     options (raises TypeError/ValueError like gemm would).  The CPU tests
     compare it with the configuration of gemm's real plan on stub arrays."""
-    from rawcoop.plan import configs as gc
     from rawcoop import operands
+    from rawcoop.plan import kernel_config as gc
+    from rawcoop.plan.candidates import Problem
+    from rawcoop.plan.select import Forced, choose
     stubs = {name: Stub(*v) for name, v in layouts(p).items()}
     lk = lowp_kwargs(p)
     ka, kb = operands.input_kinds(stubs["a"].dtype.name, stubs["b"].dtype.name, lk.get("a_format"),
@@ -211,8 +213,7 @@ def predicted_config(p: Problem, sm_count: int = 132):
         if p.bias_dtype not in allowed:
             raise TypeError(f"bias {p.bias_dtype} with {p.in_dtype} inputs")
         bias_kind = gc.BIAS_TYPES[p.bias_dtype]
-    return gc.plan_config(p.m, p.n, p.k, p.batch, sm_count, kinds=(ka, kb), kmajor=(a_kmajor, b_kmajor),
-                          out_name=p.out_dtype, use_c=use_c, c_rowmajor=c_rowmajor, bias_kind=bias_kind,
-                          activation=p.activation, block=block, block_n=p.block_n, swap=p.swap,
-                          cluster=p.cluster, splits=p.splits, pingpong=p.pingpong,
-                          streamk=True if p.streamk else None, block_m=p.block_m, pitches=(a_pitch, b_pitch))
+    problem = Problem(p.m, p.n, p.k, p.batch, (ka, kb), (a_kmajor, b_kmajor), p.out_dtype, use_c, c_rowmajor,
+                      bias_kind, p.activation, block, (a_pitch, b_pitch), sm_count)
+    forced = Forced(p.block_n, p.block_m, p.swap, p.cluster, p.splits, p.pingpong, True if p.streamk else None)
+    return choose(problem, forced).cfg

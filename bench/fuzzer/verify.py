@@ -412,7 +412,7 @@ def plan_spec(p: Problem):
     their compile, which their plan would force)."""
     import dataclasses
 
-    from rawcoop.plan import configs as gc
+    from rawcoop.plan import kernel_config as gc
     arrays = build(p, fill=False)
     pl = plan(p, arrays, with_cluster=False)
     cm, cn = gc.cluster_dims(p.cluster)

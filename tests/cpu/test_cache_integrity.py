@@ -236,7 +236,7 @@ def test_the_cubin_agrees_with_ptxas(probe):
 
 
 def _some_gemm_specs():
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     specs = configs.all_specs(everything=True)
     return specs[:: max(1, len(specs) // 6)][:6]
 

@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 from rawcoop import compiler
-from rawcoop.plan import configs as gc, scheduler
+from helpers.plan import gc as gc
+from rawcoop.plan import scheduler
 from rawcoop.compiler import KernelSpec
 from rawcoop.plan.scheduler import cdiv
 
@@ -269,7 +270,7 @@ def test_plan_cluster_n(planning, order_a, bn):
     (2, 1, 1)."""
     a = StubArray((1000, 520), BF16, order=order_a)
     b = StubArray((520, 1304), BF16, order="F")
-    plan = build(a, b, _cluster=(1, 2), _block_n=bn, _pingpong=False)
+    plan = build(a, b, _cluster=(1, 2), _swap=False, _block_n=bn, _pingpong=False)
     cfg = plan.cfg
     assert cfg.cluster == (1, 2) and dict(cfg.spec.defines)["CLUSTER_N"] == 2
     assert cfg.a_kmajor == (order_a == "C")
@@ -293,18 +294,18 @@ def test_plan_cluster_n_kmajor_box_is_half_the_a_tile(planning):
     build(a, b, _block_n=256, _pingpong=False)
     assert planning.maps[0].box == (64, 128, 1) and planning.maps[1].box == (64, 256, 1)
     planning.maps.clear()
-    build(a, b, _block_n=256, _pingpong=False, _cluster=2)
+    build(a, b, _block_n=256, _pingpong=False, _cluster=2, _swap=False)
     assert planning.maps[0].box == (64, 128, 1) and planning.maps[1].box == (64, 128, 1)
     planning.maps.clear()
-    build(a, b, _block_n=256, _pingpong=False, _cluster=(1, 2))
+    build(a, b, _block_n=256, _pingpong=False, _cluster=(1, 2), _swap=False)
     assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 256, 1)
 
 
 def test_plan_cluster_two_is_two_by_one(planning):
     a = StubArray((1000, 520), BF16)
     b = StubArray((520, 1304), BF16, order="F")
-    p2 = build(a, b, _cluster=2, _block_n=128)
-    p21 = build(a, b, _cluster=(2, 1), _block_n=128)
+    p2 = build(a, b, _cluster=2, _block_n=128, _swap=False)
+    p21 = build(a, b, _cluster=(2, 1), _swap=False, _block_n=128)
     assert p2.cfg == p21.cfg and p2.cfg.cluster == (2, 1) and "CLUSTER_N" not in dict(p2.cfg.spec.defines)
     assert p2.scalars == p21.scalars and p2.grid == p21.grid and p2.cluster == (2, 1, 1)
     assert _sched_of(p2)[:2] == (4, 11)                 # 8 tile rows -> 4 pairs; 11 columns
@@ -314,7 +315,7 @@ def test_plan_cluster_two_is_two_by_one(planning):
 def test_plan_cluster_split_k_workspace_per_rank(planning, cluster):
     a = StubArray((600, 4096), BF16)
     b = StubArray((4096, 520), BF16, order="F")
-    plan = build(a, b, _cluster=cluster, _splits=3, _block_n=128)
+    plan = build(a, b, _cluster=cluster, _splits=3, _block_n=128, _swap=False)
     dec = plan.decomposition
     assert dec.splits == 3 and dec.tiles == 3 * 5        # 5 x 5 tiles: 3 pairs of rows (2x1) / of columns (1x2)
     # 45 split units on at most 66 clusters: the cooperative kernel spreads the reduction (a slot per split)
@@ -325,12 +326,12 @@ def test_plan_cluster_split_k_workspace_per_rank(planning, cluster):
 
 def test_plan_cluster_n_lowp_boxes(planning):
     a, b = tn(1000, 1100, 2000, "float32")
-    plan = build(a, b, precision="tf32", _cluster=(1, 2), _block_n=256)
+    plan = build(a, b, precision="tf32", _cluster=(1, 2), _swap=False, _block_n=256)
     assert plan.cfg.cluster == (1, 2) and plan.cfg.in_kind == gc.TF32
     assert planning.maps[0].box == (32, 64, 1) and planning.maps[1].box == (32, 256, 1)
     planning.maps.clear()
     a, b = tn(1000, 1100, 4096, E4M3, E5M2)
-    plan = build(a, b, _cluster=(1, 2), _block_n=128, _pingpong=True)
+    plan = build(a, b, _cluster=(1, 2), _swap=False, _block_n=128, _pingpong=True)
     assert plan.cfg.cluster == (1, 2) and plan.cfg.pingpong and (plan.cfg.in_kind, plan.cfg.b_kind) == (3, 4)
     assert planning.maps[0].box == (128, 64, 1) and planning.maps[1].box == (128, 128, 1)
 
@@ -351,171 +352,22 @@ def test_plan_rejects_bad_cluster(planning, bad):
     a = StubArray((256, 64), BF16)
     b = StubArray((64, 256), BF16)
     with pytest.raises(ValueError, match="_cluster"):
-        build(a, b, _cluster=bad)
+        build(a, b, _cluster=bad, _swap=False)
     assert planning.queries == []
 
 
 def test_plan_rejects_two_by_one_narrow_tiles(planning):
     a = StubArray((256, 64), BF16)
     b = StubArray((64, 256), BF16)
-    with pytest.raises(ValueError, match=r"_cluster=\(2, 1\) \(2x1: B multicast\) needs 128- or 256-wide"):
-        build(a, b, _cluster=(2, 1), _block_n=64)
-    with pytest.raises(ValueError, match="_cluster=2 "):
-        build(a, b, _cluster=2, _block_n=64)
-    build(a, b, _cluster=(1, 2), _block_n=64)           # 1x2 is fine
+    with pytest.raises(ValueError, match=r"_cluster=\(2, 1\)\): a 2x1 cluster \(B multicast\) needs a 128- or 256-wide"):
+        build(a, b, _cluster=(2, 1), _swap=False, _block_n=64)
+    with pytest.raises(ValueError, match="_cluster=2\\)"):
+        build(a, b, _cluster=2, _block_n=64, _swap=False)
+    build(a, b, _cluster=(1, 2), _swap=False, _block_n=64)           # 1x2 is fine
 
 
-# ---------------------------------------------------------------- the automatic choice (choose_cluster)
-@pytest.mark.parametrize("shape", [(512, 512, 65536), (512, 1024, 32768), (384, 512, 65536), (768, 512, 65536),
-                                   (256, 768, 65536), (640, 512, 65536), (512, 256, 65536), (512, 512, 32768),
-                                   (256, 256, 65536), (128, 1024, 65536), (1000, 500, 40000)])
-def test_auto_cluster_for_long_k_one_round_split_k(shape):
-    """16-bit 128x128 one-round split-K with >= 4 splits of >= 4096 of K and
-    an even number of tile columns runs 1x2 clusters (the measured shapes,
-    and a ragged one); in every layout and for fp16 too."""
-    m, n, k = shape
-    cfg = auto_cluster(m, n, k)
-    assert cfg.cluster == (1, 2) and cfg.block_n == 128 and not cfg.pingpong and not cfg.stream_k
-    dec = scheduler.decompose(gc.tile_count(m, n, 128), cdiv(k, 64), 132)
-    assert dec.tiles_dp == 0 and dec.splits >= gc.CLUSTER_MIN_SPLITS and k // dec.splits >= gc.CLUSTER_SPLIT_MIN_K
-    for kmajor in ((False, True), (True, False), (False, False)):
-        assert auto_cluster(m, n, k, kmajor=kmajor).cluster == (1, 2)
-    assert auto_cluster(m, n, k, kinds=(gc.FP16, gc.FP16), out_name="float16").cluster == (1, 2)
-    assert auto_cluster(m, n, k, use_c=True, bias_kind=1, activation="relu").cluster == (1, 2)
 
 
-@pytest.mark.parametrize("shape, why", [
-    ((256, 256, 32768), "2048 of K per split"), ((512, 512, 8192), "1024 of K per split"),
-    ((768, 768, 32768), "3 splits"), ((384, 384, 65536), "3 tile rows and columns (a half-idle pair)"),
-    ((640, 640, 65536), "5 tile rows and columns"), ((1024, 1024, 65536), "128x256 tiles"),
-    ((2048, 2048, 8192), "a full wave"), ((4096, 4096, 4096), "full waves"), ((32, 4096, 65536), "swap-AB"),
-    ((128, 8192, 4096), "one tile row of 128x64 tiles, no split"), ((1536, 1024, 65536), "data-parallel"),
-])
-def test_no_auto_cluster_outside_the_rule(shape, why):
-    assert auto_cluster(*shape).cluster == (1, 1), why
-
-
-@pytest.mark.parametrize("shape", [(512, 384, 65536), (256, 640, 65536), (768, 640, 65536), (1024, 384, 32768),
-                                   (1000, 300, 40000)])
-def test_auto_two_by_one_where_the_tile_columns_are_odd(shape):
-    """Even tile rows, odd tile columns (the measured shapes and a
-    ragged one): 2x1 pairs sharing B, in every layout and for fp16 too."""
-    m, n, k = shape
-    assert cdiv(m, 128) % 2 == 0 and cdiv(n, 128) % 2 == 1
-    cfg = auto_cluster(m, n, k)
-    assert cfg.cluster == (2, 1) and cfg.block_n == 128 and not cfg.pingpong and not cfg.stream_k
-    for kmajor in ((False, True), (True, False), (False, False)):
-        assert auto_cluster(m, n, k, kmajor=kmajor).cluster == (2, 1)
-    assert auto_cluster(m, n, k, kinds=(gc.FP16, gc.FP16), out_name="float16").cluster == (2, 1)
-
-
-@pytest.mark.parametrize("shape, cluster", [((512, 512, 65536), (1, 2)), ((512, 1024, 32768), (1, 2)),
-                                            ((384, 512, 65536), (1, 2)), ((512, 384, 65536), (2, 1)),
-                                            ((384, 384, 65536), (1, 1)), ((512, 512, 4096), (1, 1))])
-def test_auto_cluster_fp8(shape, cluster):
-    """Per-tensor fp8 follows the 16-bit rule (k-blocks of 128: 512x512x65536
-    runs 8 splits of 8192, as 16-bit does); block-scaled fp8 never clusters
-    by itself."""
-    m, n, k = shape
-    for kinds in ((gc.E4M3, gc.E4M3), (gc.E5M2, gc.E4M3), (gc.E4M3, gc.E5M2)):
-        cfg = auto_cluster(m, n, k, kinds=kinds, out_name="bfloat16")
-        assert cfg.cluster == cluster and cfg.block_n == 128
-    assert auto_cluster(m, n, k, kinds=(gc.E4M3, gc.E4M3), out_name="bfloat16", block=True).cluster == (1, 1)
-
-
-def test_auto_cluster_only_where_nothing_is_forced():
-    m, n, k = 512, 512, 65536
-    assert auto_cluster(m, n, k, splits=8).cluster == (1, 1)              # forced split-K (tests, tune)
-    assert auto_cluster(m, n, k, splits=None, cluster=1).cluster == (1, 1)   # forced no cluster
-    assert auto_cluster(m, n, k, cluster=2).cluster == (2, 1)             # forced 2x1 wins
-    assert auto_cluster(m, n, k, pingpong=True).cluster == (1, 1)
-    assert auto_cluster(m, n, k, block_n=256).cluster == (1, 1)
-    assert auto_cluster(m, n, k, kinds=(gc.TF32, gc.TF32), out_name="float32").cluster == (1, 1)    # tf32: not measured
-    assert auto_cluster(m, n, k, batch=2).cluster == (1, 1)                # batched: not measured
-    # the warm-up set holds every kernel the rule picks, both orientations
-    warm = {c.spec for c in gc.all_configs() + gc.lowp_configs()}
-    for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
-        for kmajor in ((True, True), (False, True), (True, False), (False, False)):
-            for shape in ((m, n, k), (512, 384, 65536)):
-                assert auto_cluster(*shape, kinds=kinds, kmajor=kmajor, out_name=out_name).spec in warm
-    for kinds in ((gc.E4M3, gc.E4M3), (gc.E4M3, gc.E5M2), (gc.E5M2, gc.E4M3), (gc.E5M2, gc.E5M2)):
-        for shape in ((m, n, k), (512, 384, 65536)):
-            assert auto_cluster(*shape, kinds=kinds, out_name="bfloat16").spec in warm
-
-
-def test_plan_auto_cluster_launch(planning):
-    """rawcoop.gemm's plan for an auto-clustered problem: clusters of (2, 1, 1),
-    A's box half the tile, the schedule over column pairs of the resident
-    clusters, one-round spread split-K."""
-    a = StubArray((512, 65536), BF16)
-    b = StubArray((65536, 512), BF16, order="F")
-    plan = build(a, b)
-    assert plan.cfg.cluster == (1, 2) and plan.cluster == (2, 1, 1)
-    assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 128, 1)
-    assert _sched_of(plan)[:2] == (4, 2)
-    dec = plan.decomposition
-    assert dec.splits == 8 and dec.tiles_dp == 0 and dec.spread(_sched_grid(plan))
-    assert plan.grid == (2 * dec.units, 1, 1)
-
-
-# ---------------------------------------------------------------- the paired one-row arrangement
-@pytest.mark.parametrize("shape", [(128, 8192, 8192), (128, 8192, 16384), (128, 7680, 8192), (128, 8448, 8192),
-                                   (120, 8000, 10000), (125, 7700, 9000)])
-def test_one_row_pair(shape):
-    """One row of 128x64 tiles, 16-bit, A K-major, 120 <= M <= 128, 8192 <=
-    K <= 16384 (configs.one_row_pair_fits): swap-AB with 128x64 tiles
-    and 1x2 clusters, so the pair multicasts the user's b (the kernel's A) -
-    TN and TT, both 16-bit types, with an epilogue too; the warm-up set has
-    the kernels."""
-    m, n, k = shape
-    assert gc.one_row_narrow_fits(m, n, 1, 132)
-    warm = {c.spec for c in gc.all_configs()}
-    for kinds, out_name in (((gc.BF16, gc.BF16), "bfloat16"), ((gc.FP16, gc.FP16), "float16")):
-        for kmajor in ((True, True), (True, False)):
-            cfg = auto_cluster(m, n, k, kinds=kinds, kmajor=kmajor, out_name=out_name)
-            assert cfg.d_colmajor and cfg.block_n == 64 and cfg.cluster == (1, 2), (shape, kmajor)
-            assert not cfg.pingpong and not cfg.stream_k
-            assert cfg.a_kmajor == kmajor[1] and cfg.b_kmajor           # the kernel's A is b, its B is a
-            assert cfg.spec in warm
-    cfg = auto_cluster(m, n, k, use_c=True, bias_kind=1, activation="gelu")
-    assert cfg.d_colmajor and cfg.cluster == (1, 2) and cfg.c_colmajor and cfg.bias_on_rows
-
-
-@pytest.mark.parametrize("shape, kw, why", [
-    ((96, 8192, 8192), {}, "M under 120"), ((116, 8192, 9216), {}, "M under 120 (measured -3% to -7%)"),
-    ((128, 8192, 4096), {}, "K under 8192"), ((128, 8192, 28672), {}, "K over 16384"),
-    ((128, 16384, 8192), {}, "128x128 tiles: no one-row rule"), ((128, 4096, 8192), {}, "128x64 tiles fill < 90%"),
-    ((128, 8192, 8192), dict(kmajor=(False, True)), "M-major A (NN)"),
-    ((128, 8192, 8192), dict(kmajor=(False, False)), "M-major A (NT)"),
-    ((128, 8192, 8192), dict(kinds=(gc.E4M3, gc.E4M3)), "per-tensor fp8"),
-    ((128, 8192, 8192), dict(out_name="float32"), "fp32 output (the rule was measured with 16-bit output)"),
-    ((128, 8192, 8192), dict(batch=2), "batched"),
-    ((128, 8192, 8192), dict(block_n=64), "forced tile"), ((128, 8192, 8192), dict(swap=False), "forced no swap"),
-    ((128, 8192, 8192), dict(cluster=1), "forced no cluster"), ((128, 8192, 8192), dict(splits=1), "forced splits"),
-    ((128, 8192, 8192), dict(pingpong=False), "forced cooperative"),
-    ((128, 8192, 8192), dict(streamk=False), "forced no stream-K"),
-])
-def test_no_one_row_pair_outside_the_rule(shape, kw, why):
-    cfg = auto_cluster(*shape, **kw)
-    assert not (cfg.d_colmajor and cfg.cluster == (1, 2)), why
-
-
-def test_plan_one_row_pair_launch(planning):
-    """rawcoop.gemm's plan for 128x8192x8192 TN: swap-AB (column-major D),
-    the kernel's A = b^T in 64-row halves (each CTA of a pair loads one and
-    multicasts it), its B = a^T in 64-row boxes, 64 pairs of CTAs launched
-    as clusters of (2, 1, 1), no split."""
-    a, b = tn(128, 8192, 8192, BF16)
-    plan = build(a, b)
-    assert plan.colmajor_d and plan.cfg.cluster == (1, 2) and plan.cluster == (2, 1, 1)
-    assert (plan.km, plan.kn) == (8192, 128)
-    assert planning.maps[0].box == (64, 64, 1) and planning.maps[1].box == (64, 64, 1)
-    assert _sched_of(plan)[:2] == (64, 1)
-    assert plan.decomposition.splits == 1 and plan.grid == (128, 1, 1)
-    # one tile per CTA and no C: the staging buffers live in the ring, which holds 9 stages
-    assert plan.cfg.epi_ring and plan.cfg.stages == gc.MAX_STAGES_RING == 9
-    assert plan.smem == plan.cfg.smem_bytes <= gc.SMEM_LIMIT
-    assert plan.cfg.spec in {c.spec for c in gc.all_configs()}      # warm-up compiles it
 
 
 def test_plan_one_row_pair_ring_falls_back(monkeypatch):
@@ -524,26 +376,12 @@ def test_plan_one_row_pair_ring_falls_back(monkeypatch):
     own staging buffers (8 stages), whose occupancy it queries anew."""
     planning = stub_planning(monkeypatch, 60)
     a, b = tn(128, 8192, 8192, BF16)
-    plan = build(a, b)
+    plan = build(a, b, _swap=True, _block_n=64, _cluster=(1, 2), _pingpong=False)
     assert plan.colmajor_d and plan.cfg.cluster == (1, 2) and plan.grid == (120, 1, 1)
     assert not plan.cfg.epi_ring and plan.cfg.stages == gc.MAX_STAGES == 8
     assert "EPI_RING" not in dict(plan.kernel.spec.defines)
     assert [q[1] for q in planning.queries] == [replace(plan.cfg, epi_ring=True, stages=0).smem_bytes,
                                                plan.cfg.smem_bytes]
-
-
-def test_epi_ring_only_without_c():
-    """With C the ring buys no stage (C's buffers stay): the paired plan keeps
-    its own staging buffers; forced options never get the ring."""
-    kw = dict(kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16", c_rowmajor=True, bias_kind=0,
-              activation=None, block=False)
-    assert gc.plan_config(128, 8192, 8192, 1, 132, use_c=False, **kw).epi_ring
-    assert not gc.plan_config(128, 8192, 8192, 1, 132, use_c=True, **kw).epi_ring
-    assert not gc.plan_config(128, 8192, 8192, 1, 132, use_c=False, swap=True, block_n=64, cluster=(1, 2),
-                              **kw).epi_ring
-    assert not gc.plan_config(4096, 4096, 4096, 1, 132, use_c=False, **kw).epi_ring
-    with pytest.raises(ValueError, match="epi_ring"):
-        gc.GemmConfig(64, gc.BF16, pingpong=True, epi_ring=True)
 
 
 def test_epi_ring_kernel_compiles():

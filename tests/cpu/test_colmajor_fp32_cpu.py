@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from rawcoop import compiler
-from rawcoop.plan import configs as gc
+from helpers.plan import gc as gc
 
 from helpers.stub import BF16, StubArray, build, stub_planning, tn
 
@@ -67,17 +67,3 @@ def test_column_major_fp32_c_is_accepted(planning):
     assert planning[2].box == (32, 32, 1) and planning[2].dims == (m, n, 1)
 
 
-def test_automatic_choices_keep_fp32_output_unswapped():
-    """The kernel exists; small M and the paired one-row arrangement swap
-    for 16-bit output only (not measured with fp32 output), swap-for-waves
-    for fp32 output too."""
-    kw = dict(kmajor=(True, True), use_c=False, c_rowmajor=True, bias_kind=0, activation=None, block=False)
-    for m, n, k, kinds in ((16, 16384, 4096, (gc.BF16, gc.BF16)), (128, 8192, 8192, (gc.BF16, gc.BF16)),
-                           (16, 16384, 4096, (gc.TF32, gc.TF32))):
-        assert not gc.plan_config(m, n, k, 1, 132, kinds=kinds, out_name="float32", **kw).d_colmajor
-        if kinds[0] == gc.BF16:
-            assert gc.plan_config(m, n, k, 1, 132, kinds=kinds, out_name="bfloat16", **kw).d_colmajor
-    for out_name in ("float32", "bfloat16"):
-        assert gc.plan_config(2880, 1408, 2048, 1, 132, kinds=(gc.BF16, gc.BF16), out_name=out_name, **kw).d_colmajor
-    assert gc.plan_config(16, 16384, 4096, 1, 132, kinds=(gc.TF32, gc.TF32), out_name="float32", swap=True,
-                          **kw).d_colmajor

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from rawcoop import compiler, registry
-from rawcoop.plan import configs as _gc
+from helpers.plan import gc as _gc
 from rawcoop.compiler import KernelSpec
 
 SPECS = registry.all_specs()
@@ -150,7 +150,7 @@ def test_registry_has_gemm_and_copy_kernels():
 
 
 def test_gemm_configs_fit_shared_memory():
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     for cfg in configs.all_configs():
         assert cfg.smem_bytes <= configs.SMEM_LIMIT
         assert cfg.stages >= 3
@@ -230,7 +230,7 @@ def test_decomposition_covers_every_tile_kblock_exactly_once():
 
 
 def test_tile_choice_rule():
-    from rawcoop.plan.configs import choose_block_n, choose_pingpong, config_for_problem
+    from helpers.plan import gc as _g; choose_block_n = _g.choose_block_n; choose_pingpong = _g.choose_pingpong; config_for_problem = _g.config_for_problem
     assert choose_block_n(8192, 8192, 1, 132, 8192) == 256          # many tiles, long K
     assert choose_block_n(4096, 4096, 1, 132, 4096) == 256          # 3.9 waves of 128x256
     # 16-bit, >= 2 waves of 128x256: ping-pong 128x128 when the last wave is <= 80% full (K <= 6144) or K <= 2048
@@ -300,7 +300,7 @@ def test_one_wave_rule_kinds(monkeypatch):
     kind (PINGPONG_ONE_WAVE_K_BLOCKS: 16-bit 32 x 64 = K <= 2048, fp8 48 x
     128 = K <= 6144; tf32 not listed: off) and only where ping-pong is not
     ruled out and not block-scaled."""
-    from rawcoop.plan import configs as gc
+    from helpers.plan import gc as gc
 
     def plan(kind, m, n, k, out="bfloat16", **kw):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
@@ -334,7 +334,7 @@ def test_waves_rule_kinds(monkeypatch):
     whatever the fill up to [1]) per kind: 16-bit 96 / 32 (K 6144 / 2048),
     fp8 64 / 32 (K 8192 / 4096), tf32 96 / 32 (K 3072 / 1024), block-scaled
     never."""
-    from rawcoop.plan import configs as gc
+    from helpers.plan import gc as gc
 
     def plan(kind, m, n, k, out="bfloat16", block=False, **kw):
         return gc.plan_config(m, n, k, 1, 132, kinds=(kind, kind), kmajor=(True, True), out_name=out,
@@ -359,7 +359,7 @@ def test_waves_rule_kinds(monkeypatch):
 
 
 def test_swap_choice_rule():
-    from rawcoop.plan.configs import BF16, E4M3, TF32, choose_swap, config_for_problem
+    from helpers.plan import gc as _g; BF16 = _g.BF16; E4M3 = _g.E4M3; TF32 = _g.TF32; choose_swap = _g.choose_swap; config_for_problem = _g.config_for_problem
     kw = dict(out_fp32=False, block=False)
     assert not choose_swap(None, 64, 8192, 1, 132, **kw)           # one row of 128x64 whole-K tiles fits
     assert not choose_swap(None, 1, 8192, 1, 132, **kw)
@@ -384,7 +384,7 @@ def test_trimmed_lines_rule():
     trimmed_lines): K-major operands with fewer rows than their tile get a
     box of round8(rows) lines; MN-major operands, full tiles and clusters
     keep the whole tile."""
-    from rawcoop.plan.configs import GemmConfig, trimmed_lines
+    from helpers.plan import gc as _g; GemmConfig = _g.GemmConfig; trimmed_lines = _g.trimmed_lines
     cfg, pair = GemmConfig(64, True), GemmConfig(128, True, cluster_n=2)
     assert trimmed_lines(True, 16, 128, cfg) == 16
     assert trimmed_lines(True, 1, 64, cfg) == 8
@@ -464,7 +464,7 @@ def test_empty_nvrtc_log_leaves_shared_bytes_alone():
 
 
 def _uniform_consumer_configs():
-    from rawcoop.plan import configs as g
+    from helpers.plan import gc as g
     return [g.GemmConfig(128, g.BF16, pingpong=True), g.GemmConfig(256, g.BF16), g.GemmConfig(128, g.FP16, False, False),
             g.GemmConfig(128, g.E4M3, scale_mode=1), g.GemmConfig(64, g.E4M3, scale_mode=1, pingpong=True),
             g.GemmConfig(256, g.E4M3), g.GemmConfig(128, g.TF32, out_type=2), g.GemmConfig(256, g.BF16, stream_k=True),

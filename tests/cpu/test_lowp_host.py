@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from rawcoop.plan import configs as gc
+from helpers.plan import gc as gc
 from rawcoop import operands
 from rawcoop import tma
 
@@ -151,25 +151,6 @@ def test_lowp_bias_and_out_dtype_rules():
 
 
 # ---------------------------------------------------------------- planning (GPU calls recorded)
-def test_fp8_plan(planning):
-    a, b = tn(1000, 3000, 4096, E4M3, E5M2)
-    sa = StubArray((), "float32")
-    plan = build(a, b, scale_a=sa, scale_b=3.0, alpha=0.5)
-    cfg = plan.cfg
-    assert (cfg.in_kind, cfg.b_kind, cfg.block_k, cfg.out_type) == (3, 4, 128, 1)
-    assert cfg.a_kmajor and cfg.b_kmajor and not cfg.d_colmajor
-    d = dict(cfg.spec.defines)
-    assert d["IN_KIND"] == 3 and d["IN_KIND_B"] == 4 and "IN_BF16" not in d
-    map_a, map_b = planning
-    assert map_a.dtype == tma.DType.UINT8 and map_b.dtype == tma.DType.UINT8
-    assert map_a.dims == (4096, 1000, 1) and map_a.box == (128, 128, 1) and map_a.strides[0] == 4096
-    assert map_b.dims == (4096, 3000, 1) and map_b.box == (128, cfg.block_n, 1)
-    assert plan.types == G._TYPES_FP8 and len(plan.types) == len(G._TYPES) + 2
-    assert plan.extra == (sa.data.ptr, 0)                    # the device scale, and none for b ...
-    assert plan.scalars[8] == pytest.approx(1.5)             # ... whose Python value went into alpha
-    assert plan.out_dtype == BF16
-    assert plan.signature.split("|")[1] == "e4m3*e5m2->bfloat16"
-    assert plan.decomposition.k_blocks == 4096 // 128          # k-blocks of 128 fp8 values (kernel: BLOCK_K)
 
 
 def test_fp8_default_scales_are_null_pointers(planning):
@@ -191,23 +172,6 @@ def test_fp8_swap_ab_keeps_k_major_and_swaps_the_kinds(planning):
     assert map_a.box == (128, 128, 1) and map_b.box == (128, 16, 1)   # kernel N = 16 < 64: trimmed box
 
 
-def test_tf32_plan(planning):
-    a, b = tn(16, 4096, 1000, "float32")
-    plan = build(a, b, precision="tf32")
-    cfg = plan.cfg
-    assert (cfg.in_kind, cfg.b_kind, cfg.block_k, cfg.out_type) == (2, 2, 32, 2)
-    assert not cfg.d_colmajor                                # fp32 out: not swapped by itself
-    map_a, map_b = planning[:2]
-    assert map_a.dtype == tma.DType.FLOAT32 and map_a.box == (32, 16, 1)   # M = 16 < 128: a trimmed box
-    assert map_b.box == (32, cfg.block_n, 1)
-    assert plan.types == G._TYPES and plan.extra == ()
-    assert plan.out_dtype == np.float32
-    assert plan.decomposition.k_blocks == -(-1000 // 32)
-    planning.clear()
-    plan = build(a, b, precision="tf32", out_dtype=BF16)      # 16-bit out: swap-AB for small M
-    assert plan.cfg.d_colmajor and plan.cfg.in_kind == 2
-
-
 def test_bf16_plan_unchanged(planning):
     a, b = tn(1000, 3000, 4096, BF16)
     plan = build(a, b)
@@ -220,12 +184,6 @@ def test_bf16_plan_unchanged(planning):
     a = StubArray((1000, 4096), BF16, order="F")              # M-major A: 64x64 boxes
     plan = build(a, b)
     assert not plan.cfg.a_kmajor and planning[0].box == (64, 64, 1)
-
-
-def test_lowp_block_n_forced_must_be_built(planning):
-    a, b = tn(256, 256, 256, E4M3)
-    with pytest.raises(ValueError, match=r"_block_n must be one of \(64, 128, 256\)"):
-        build(a, b, _block_n=192)
 
 
 def test_plan_key_separates_scales_and_formats():
@@ -274,46 +232,11 @@ def test_expected_instructions_per_kind():
     assert "ld.global.cg.f32" not in gc.expected_instructions(gc.GemmConfig(128, gc.TF32).spec)
 
 
-def test_config_for_problem_lowp():
-    big = gc.config_for_problem(8192, 8192, 8192, gc.E4M3, True, True)
-    assert (big.block_n, big.in_kind, big.out_type, big.pingpong) == (128, 3, 1, True)   # many-waves ping-pong
-    small = gc.config_for_problem(16, 4096, 8192, gc.E4M3, True, True, b_kind=gc.E5M2)      # swap-AB
-    assert small.d_colmajor and (small.in_kind, small.b_kind) == (gc.E5M2, gc.E4M3)
-    one_row = gc.config_for_problem(16, 8192, 8192, gc.E4M3, True, True, b_kind=gc.E5M2)   # one row, un-swapped
-    assert not one_row.d_colmajor and one_row.block_n == 64 and (one_row.in_kind, one_row.b_kind) == (gc.E4M3, gc.E5M2)
-    tf = gc.config_for_problem(16, 8192, 8192, gc.TF32, True, True)
-    assert not tf.d_colmajor and tf.out_type == 2
-
-
 def _select(**kw):
     from rawcoop import cli
     base = dict(dtypes=None, layouts=None, all=False, kernel=None, shapes=None, sms=132)
     base.update(kw)
     return cli._select_specs(SimpleNamespace(**base))
-
-
-def test_warmup_selection_lowp():
-    default = _select()
-    assert all(gc.spec_kinds(s)[0] in (0, 1) for s in default if s.name == "gemm_kernel")
-    everything = [s for s in _select(all=True) if s.name == "gemm_kernel"]
-    kinds = {gc.spec_kinds(s) for s in everything}
-    assert {(2, 2), (3, 3), (4, 4), (3, 4), (4, 3), (0, 0), (1, 1)} <= kinds
-    only = [s for s in _select(all=True, dtypes="e4m3,tf32") if s.name == "gemm_kernel"]
-    assert only and {gc.spec_kinds(s) for s in only} == {(3, 3), (2, 2)}
-    assert all(dict(s.defines)["A_KMAJOR"] == 1 == dict(s.defines)["B_KMAJOR"] for s in only)
-    # swap-AB kernels of mixed fp8 are selected by the user's (a, b) order
-    mixed = [s for s in _select(all=True, dtypes="e4m3xe5m2") if s.name == "gemm_kernel"]
-    for s in mixed:
-        swapped = dict(s.defines)["D_COLMAJOR"]
-        assert gc.spec_kinds(s) == ((4, 3) if swapped else (3, 4))
-    assert not [s for s in _select(all=True, dtypes="e5m2", layouts="NN") if s.name == "gemm_kernel"]
-    shaped = _select(dtypes="tf32,e4m3xe5m2", layouts="TN,NN", shapes="8192x8192x8192,16x4096x8192")
-    d = [dict(s.defines) for s in shaped]
-    assert len(d) == 4
-    assert [(x["IN_KIND"], x.get("IN_KIND_B", x["IN_KIND"]), x["D_COLMAJOR"]) for x in d] == [
-        (2, 2, 0), (3, 4, 0), (2, 2, 0), (4, 3, 1)]
-    with pytest.raises(SystemExit, match="unknown dtype 'fp8'"):
-        _select(dtypes="fp8")
 
 
 def test_wgmma_header_is_generated():
@@ -378,22 +301,6 @@ def test_torch_fp8_tensors_travel_as_uint8_views(monkeypatch):
 
 
 # ---------------------------------------------------------------- trimmed TMA boxes (configs.trimmed_lines)
-@pytest.mark.parametrize("m, n, kw, a_box, b_box", [
-    (100, 4096, {}, (64, 104, 1), (64, 128, 1)),                     # M < 128: A's box trimmed to round8(M)
-    (128, 4096, {}, (64, 128, 1), (64, 128, 1)),                     # full tile row: untouched
-    (1000, 4096, dict(_block_n=128), (64, 128, 1), (64, 128, 1)),    # several tile rows: untouched
-    (100, 4096, dict(_cluster=(1, 2)), (64, 64, 1), (64, 128, 1)),   # multicast halves: never trimmed
-    (100, 4096, dict(_cluster=2), (64, 128, 1), (64, 64, 1)),
-    (16, 4096, {}, (64, 128, 1), (64, 16, 1)),                       # swap-AB: kernel B = a, N' = 16 < 64
-    (1, 4096, {}, (64, 128, 1), (64, 8, 1)),                         # at least 8 lines (one swizzle atom)
-    (40, 4096, dict(_swap=False), (64, 40, 1), (64, 128, 1)),
-    (4096, 100, {}, (64, 128, 1), (64, 104, 1)),                     # N < 128: B's box trimmed
-])
-def test_trimmed_boxes_k_major(planning, m, n, kw, a_box, b_box):
-    a, b = tn(m, n, 1024, "float16")
-    build(a, b, **kw)
-    map_a, map_b = planning[:2]
-    assert (map_a.box, map_b.box) == (a_box, b_box)
 
 
 def test_trimmed_boxes_not_for_mn_major(planning):

@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from rawcoop import compiler, tma
-from rawcoop.plan import configs as gc, scheduler
+from helpers.plan import gc as gc
+from rawcoop.plan import scheduler
 
 from helpers.stub import BF16, StubArray, build, stub_planning, tn
 
@@ -88,7 +89,7 @@ def test_epilogue_maps(planning, out_name, block_n, box, swizzle):
     m, n, k = 1000, 1904, 512
     a, b = tn(m, n, k, BF16)
     c = StubArray((m, n), BF16 if out_name == "bfloat16" else out_name)
-    plan = build(a, b, c=c, beta=1.0, out_dtype=out_name, _block_n=block_n)
+    plan = build(a, b, c=c, beta=1.0, out_dtype=out_name, _block_n=block_n, _swap=False)
     assert plan.cfg.block_n == block_n and not plan.cfg.d_colmajor
     map_c = planning[2]
     assert map_c.address == c.data.ptr and map_c.box == box and map_c.swizzle == swizzle
@@ -127,53 +128,6 @@ def _plan(m, n, k, kind=gc.BF16, kmajor=(True, True), **kw):
                           c_rowmajor=True, bias_kind=0, activation=None, block=False, **kw)
 
 
-@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 18944, 224), (1024, 3584, 3584, 224),
-                                            (8288, 688, 3008, 176), (2048, 3584, 4096, 224)])
-@pytest.mark.parametrize("kind, a_kmajor", [(gc.BF16, True), (gc.FP16, False)], ids=["bf16-TN", "fp16-NN"])
-def test_choose_narrow_width(m, n, k, width, kind, a_kmajor):
-    """choose_narrow_width on the shapes of the oracle where the model and the measurement agree
-    (+9% to +16% over 128x256): K-major B takes the width, N-major B, a zero NARROW_WIDTH_RATIO and K
-    under NARROW_MIN_K keep the old plan."""
-    cfg = _plan(m, n, k, kind, (a_kmajor, True))
-    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, width, (1, 1)) and not cfg.d_colmajor, cfg
-    assert cfg == _plan(m, n, k, kind, (a_kmajor, True), block_n=width)          # the forced kernel
-    assert _plan(m, n, k, kind, (a_kmajor, False)).block_n not in gc.NARROW_BOX_NS
-
-
-def test_narrow_width_switches(monkeypatch):
-    m, n, k = 1024, 3584, 3584
-    assert _plan(m, n, k).block_n == 224
-    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.0)
-    assert _plan(m, n, k).block_n == 256
-    monkeypatch.setattr(gc, "NARROW_WIDTH_RATIO", 0.95)
-    monkeypatch.setattr(gc, "NARROW_MIN_K", 4096)
-    assert _plan(m, n, k).block_n == 256
-
-
-def test_narrow_pad_slack_and_over_tall_switches(monkeypatch):
-    """NARROW_PAD_SLACK (off: 0.05 measured -0.4%) lets a width that pads N more than 256-wide
-    columns compete (2736x1280x8816: 6 x 224 = 1344 fills one wave of 132 tiles, the oracle's +11%);
-    NARROW_OVER_TALL_RATIO (0.85) weighs the widths against a 192x128 choice
-    (NARROW_OVER_TALL_NS; 432x4712x3856: the oracle's +47%), and with 192 in NARROW_OVER_TALL_NS against
-    192x192 too (1400x880x4800 at 0.9: 192x192 split-K -> 128x224, the oracle's +14.5%)."""
-    assert gc.NARROW_PAD_SLACK == 0
-    assert _plan(2736, 1280, 8816).block_n == 256
-    monkeypatch.setattr(gc, "NARROW_PAD_SLACK", 0.05)
-    assert _plan(2736, 1280, 8816).block_n == 224
-    assert gc.NARROW_OVER_TALL_RATIO == 0.85 and gc.NARROW_OVER_TALL_NS == (128,)
-    cfg = _plan(432, 4712, 3856)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 160, (1, 1)), cfg
-    cfg = _plan(1400, 880, 4800)
-    assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
-    monkeypatch.setattr(gc, "NARROW_OVER_TALL_RATIO", 0.9)
-    monkeypatch.setattr(gc, "NARROW_OVER_TALL_NS", (128, 192))
-    cfg = _plan(1400, 880, 4800)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 224, (1, 1)), cfg
-    monkeypatch.setattr(gc, "NARROW_OVER_TALL_RATIO", 0.0)
-    cfg = _plan(432, 4712, 3856)
-    assert (cfg.block_m, cfg.block_n) == (192, 128), cfg
-
-
 def test_bench_shapes_keep_their_plans():
     """No shape of the bench's main suite takes a narrow width (their N are multiples of 256 that every
     narrow width pads more, or the model has them no shorter)."""
@@ -195,88 +149,3 @@ def test_warmup_set_has_the_narrow_kernels():
                 assert gc.GemmConfig(bn, kind, ak, True, stream_k=True).spec in specs
 
 
-@pytest.mark.parametrize("m, n, k, kmajor, width", [
-    (2008, 416, 7040, (False, True), 208),      # +52% over 128x128 split-K
-    (4176, 400, 4488, (True, True), 208),       # +38%
-    (936, 2016, 11200, (False, True), 256),     # 128x256 split-K, +25%
-    (968, 800, 10080, (False, True), 208),      # the fp16 NN oracle's +43% (in sample)
-])
-def test_narrow_over_128(m, n, k, kmajor, width, monkeypatch):
-    """NARROW_OVER_128_RATIO (21 of 24 random shapes faster, +12%): a long-K cooperative 128x128
-    choice gives way to a narrow width, 128x192 or 128x256 (their own split-K / stream-K) where the model
-    has it >= 5% shorter; K under NARROW_OVER_128_MIN_K, N-major B and the switch at 0 keep 128x128."""
-    for kind in (gc.BF16, gc.FP16):
-        cfg = _plan(m, n, k, kind, kmajor)
-        assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong) == (128, width, (1, 1), False), cfg
-        assert cfg == _plan(m, n, k, kind, kmajor, block_n=width)      # the forced kernel
-        assert _plan(m, n, k, kind, (kmajor[0], False)).block_n not in gc.NARROW_BOX_NS
-    monkeypatch.setattr(gc, "NARROW_OVER_128_RATIO", 0.0)
-    cfg = _plan(m, n, k, gc.BF16, kmajor)
-    assert (cfg.block_m, cfg.block_n) == (128, 128), cfg
-    monkeypatch.setattr(gc, "NARROW_OVER_128_RATIO", 0.95)
-    monkeypatch.setattr(gc, "NARROW_OVER_128_MIN_K", k + 8)
-    assert _plan(m, n, k, gc.BF16, kmajor).block_n == 128
-
-
-def test_narrow_over_128_leaves_ping_pong_and_short_k():
-    """Ping-pong 128x128 (many waves) and K < NARROW_OVER_128_MIN_K are not this rule's."""
-    assert _plan(4096, 14336, 4096).pingpong                      # the bench's ping-pong shape
-    cfg = _plan(1152, 472, 1000)                                  # the oracle's: 128x128 split 2, K 1000
-    assert (cfg.block_m, cfg.block_n) == (128, 128), cfg
-
-
-@pytest.mark.parametrize("m, n, k, width", [(3072, 528, 9216, 176), (5816, 432, 7744, 224),
-                                            (2856, 576, 11568, 192)])
-def test_narrow_over_128_stream_k(m, n, k, width, monkeypatch):
-    """NARROW_OVER_128_STREAM_K with NARROW_OVER_128_EFFICIENCY 0.8 (13 of 16 faster,
-    +6.25%): a width's stream-K plan where its tiles are fewer than the SMs competes too (3072x528x9216:
-    one round of 120 128x128 tiles -> 72 128x176 tiles stream-K, the oracle's +25%); off, 128x128 stays."""
-    cfg = _plan(m, n, k)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.stream_k) == (128, width, (1, 1), True), cfg
-    assert cfg == _plan(m, n, k, block_n=width, streamk=True)      # the forced kernel
-    monkeypatch.setattr(gc, "NARROW_OVER_128_STREAM_K", False)
-    monkeypatch.setattr(gc, "NARROW_OVER_128_EFFICIENCY", 0.92)
-    assert _plan(m, n, k).block_n == 128
-
-
-def test_narrow_over_tall_split_and_mn_major_b_switches(monkeypatch):
-    """NARROW_OVER_TALL_192_SPLIT (off: 9 of 16 ran faster, mixed) weighs the widths against a 192x192
-    choice with fewer tiles than SMs (3696x304x1680: 192x192 split 3 -> 128x160, measured +21%);
-    NARROW_OVER_128_MN_MAJOR_B (on: 14 of 16 faster, +8.7%) weighs 128x192 / 128x256
-    against a long-K 128x128 choice with an N-major B (fp16 NT 1992x912x5120: 128x256, the oracle's +22%)."""
-    assert gc.NARROW_OVER_TALL_192_SPLIT is False and gc.NARROW_OVER_128_MN_MAJOR_B is True
-    monkeypatch.setattr(gc, "TALL_SPLIT_MIN_K_BLOCKS", 0)     # (else 128x128: 9-k-block splits)
-    cfg = _plan(3696, 304, 1680)
-    assert (cfg.block_m, cfg.block_n) == (192, 192), cfg
-    monkeypatch.setattr(gc, "NARROW_OVER_TALL_192_SPLIT", True)
-    cfg = _plan(3696, 304, 1680)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster) == (128, 160, (1, 1)), cfg
-    nt, tt = (False, False), (True, False)
-    for m, n, k, kind, km, w in [(1992, 912, 5120, gc.FP16, nt, 256), (1064, 1512, 12968, gc.FP16, tt, 256),
-                                 (272, 2456, 15032, gc.BF16, tt, 192)]:
-        cfg = _plan(m, n, k, kind, km)
-        assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.b_kmajor) == (128, w, (1, 1), False), cfg
-    monkeypatch.setattr(gc, "NARROW_OVER_128_MN_MAJOR_B", False)
-    assert _plan(1992, 912, 5120, gc.FP16, nt).block_n == 128
-
-
-@pytest.mark.parametrize("m, n, k, kind, cluster", [
-    (4752, 312, 1576, gc.FP16, (2, 1)),      # 38 tile rows
-    (10424, 320, 1152, gc.BF16, (2, 1)),     # 82
-    (5232, 376, 8280, gc.FP16, (1, 1)),      # 41: odd, no idle half-pairs
-    (1440, 856, 680, gc.FP16, (1, 1)),       # M < CLUSTER_MN_MAJOR_A_MIN_M
-])
-def test_mn_major_a_pairs(m, n, k, kind, cluster, monkeypatch):
-    """CLUSTER_MN_MAJOR_A_MIN_M (1536): an NN problem's cooperative 128x128 plan runs in 2x1 clusters
-    over an even number of tile rows; TN keeps single CTAs; 0 turns the rule off."""
-    nn, tn = gc.LAYOUTS["NN"], gc.LAYOUTS["TN"]
-    cfg = _plan(m, n, k, kind, nn)
-    assert (cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong, cfg.stream_k) == (128, 128, cluster, False,
-                                                                                  False), cfg
-    assert _plan(m, n, k, kind, tn).cluster == (1, 1)
-    if m >= gc.CLUSTER_MN_MAJOR_A_MIN_M:     # CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS (measured mixed, off): odd rows from 19
-        assert gc.CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS == 0
-        monkeypatch.setattr(gc, "CLUSTER_MN_MAJOR_A_ODD_MIN_ROWS", 19)
-        assert _plan(m, n, k, kind, nn).cluster == (2, 1)
-    monkeypatch.setattr(gc, "CLUSTER_MN_MAJOR_A_MIN_M", 0)
-    assert _plan(m, n, k, kind, nn).cluster == (1, 1)

@@ -36,7 +36,7 @@ def test_block_scaled_mainloop_keeps_the_proxy_fence(tmp_path):
     fence.proxy.async (a MEMBAR.ALL.CTA per k-block in SASS): its SA slot was
     read through the generic proxy before the producer's next TMA write.
     (Dropping the fence measured 0.987-1.010: no gain.)"""
-    from rawcoop.plan import configs as g
+    from helpers.plan import gc as g
     cfg = g.GemmConfig(128, g.E4M3, scale_mode=1)
     plain = mainloop_ops(sass(cfg.spec, tmp_path))
     assert "MEMBAR" in plain and "QGMMA" in plain

@@ -14,7 +14,6 @@ from rawcoop.plan.scheduler import Decomposition, decompose, decompose_stream_k
 from helpers.stub import StubArray, auto_cluster, build, stub_planning, tn   # noqa: F401
 
 
-
 def _cases(n, seed):
     rng = random.Random(seed)
     for _ in range(n):
@@ -168,19 +167,17 @@ def test_stream_k_plan(monkeypatch):
 def test_pingpong_stream_k_plan(monkeypatch):
     """_pingpong=True with _streamk=True (opt-in): the PINGPONG and
     STREAM_K kernel, the serial chain (no spread), one workspace slot per
-    64-row half of every stream-K tile; never chosen automatically; not
-    block-scaled (a clear error before anything is launched)."""
+    64-row half of every stream-K tile; not block-scaled (a clear error
+    before anything is launched)."""
     stub_planning(monkeypatch)
     a, b = tn(2048, 2624, 2048, "bfloat16")           # 336 tiles of 128x128: 2 full waves + 72
-    plan = build(a, b, _pingpong=True, _streamk=True, _block_n=128)
+    plan = build(a, b, _pingpong=True, _streamk=True, _block_n=128, _swap=False)
     defines = dict(plan.cfg.spec.defines)
     assert defines["PINGPONG"] == 1 and defines["STREAM_K"] == 1 and plan.cfg.block_n == 128
     dec = plan.decomposition
     assert dec.sk_ctas == 132 and dec.tiles_dp == 264 and plan.scalars[-2:] == (264, dec.splits)
     assert not plan.scalars[7] & 8                     # bmask bit 3 (spread) off: the chain
     assert plan.ws_floats == 72 * 2 * 64 * 128 and plan.ws_flags == 72 * 2
-    auto = build(a, b)
-    assert auto.cfg.pingpong and not auto.cfg.stream_k
     # (block-scaled: tests/cpu/test_block_scaled_host.py)
 
 
@@ -195,73 +192,6 @@ def test_stream_k_empty_units_come_last():
             counts = [dec.unit(u)[4] for u in range(c, dec.units, sms)]
             first_empty = next((i for i, n in enumerate(counts) if n == 0), len(counts))
             assert all(n == 0 for n in counts[first_empty:]), (tiles, k_blocks, sms, c, counts)
-
-
-@pytest.mark.parametrize("m,n,k,dt,want", [
-    (8192, 8192, 8192, "bfloat16", True),       # 2048 128x256 tiles: 15 waves + 68 (0.52 of the SMs)
-    (8192, 8192, 28672, "float16", True),
-    (6144, 8192, 8192, "bfloat16", True),       # 11 waves + 84 (0.64)
-    (4096, 8192, 8192, "float16", True),        # 7 waves + 100 (0.76)
-    (4096, 4096, 4096, "bfloat16", False),      # 3 waves + 116 (0.88): too full
-    (2048, 2048, 8192, "bfloat16", False),      # no full wave
-    (1024, 1024, 65536, "bfloat16", False),     # split-K's territory (64 tiles)
-    (8192, 28672, 8192, "bfloat16", False),     # 54 waves + 40 (0.30): split-K of the last wave
-    (4096, 14336, 4096, "bfloat16", False),     # ping-pong 128x128
-    (128, 8192, 8192, "bfloat16", False),       # one tile row: 128x64
-])
-def test_stream_k_default_rule(monkeypatch, m, n, k, dt, want):
-    """Stream-K is chosen by default exactly where the H200 measured it
-    faster (configs.choose_stream_k); the plan then has the STREAM_K
-    kernel, its workspace and no ping-pong."""
-    stub_planning(monkeypatch)
-    a, b = tn(m, n, k, dt)
-    plan = build(a, b)
-    assert plan.cfg.stream_k is want, (plan.cfg.spec.label, plan.decomposition)
-    if want:
-        assert not plan.cfg.pingpong and plan.decomposition.sk_ctas == 132 and plan.ws_flags > 0
-    off = build(a, b, _streamk=False)
-    assert not off.cfg.stream_k and off.decomposition.sk_ctas == 0
-
-
-def test_stream_k_default_rule_exclusions(monkeypatch):
-    """Never by default for fp8/tf32 (not measured), block-scaled, swap-AB,
-    forced split-K, clusters or ping-pong."""
-    from rawcoop.plan import configs as gc
-    base = dict(block_n=256, tiles=2048, sm_count=132, in_kind=gc.BF16)
-    assert gc.choose_stream_k(None, **base)
-    for kw in (dict(in_kind=gc.E4M3), dict(in_kind=gc.TF32), dict(swap=True), dict(block=True), dict(splits=1),
-               dict(cluster=(2, 1)), dict(pingpong=True), dict(block_n=128, tiles=4096 + 66)):
-        assert not gc.choose_stream_k(None, **dict(base, **kw)), kw
-    assert gc.choose_stream_k(True, **dict(base, tiles=5)) and not gc.choose_stream_k(False, **base)
-    assert gc.choose_stream_k(None, **dict(base, block_n=128, tiles=4096 + 66, pingpong=False))  # forced cooperative
-    assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 66))      # exactly half: split-K's
-    assert gc.choose_stream_k(None, **dict(base, tiles=132 + 67))
-    assert gc.choose_stream_k(None, **dict(base, tiles=132 + 105))         # 105 <= 0.8 * 132
-    assert not gc.choose_stream_k(None, **dict(base, tiles=132 + 106))
-    # STREAM_K_MIN_K_BLOCKS (128-wide tiles, 48) and STREAM_K_WIDE_MIN_K_BLOCKS (128x256, 96) keep short K
-    # data-parallel; None (unknown K) and 0 (the off switch) allow any K
-    assert gc.STREAM_K_MIN_K_BLOCKS == 48 and gc.STREAM_K_WIDE_MIN_K_BLOCKS == 96
-    assert not gc.choose_stream_k(None, **dict(base, k_blocks=95))
-    assert gc.choose_stream_k(None, **dict(base, k_blocks=96)) and gc.choose_stream_k(None, **base)
-    narrow = dict(base, block_n=128, tiles=4096 + 66, pingpong=False)
-    assert not gc.choose_stream_k(None, **dict(narrow, k_blocks=47))
-    assert gc.choose_stream_k(None, **dict(narrow, k_blocks=48))
-    monkeypatch.setattr(gc, "STREAM_K_WIDE_MIN_K_BLOCKS", 16)
-    assert not gc.choose_stream_k(None, **dict(base, k_blocks=15))
-    assert gc.choose_stream_k(None, **dict(base, k_blocks=16))
-    assert gc.choose_stream_k(True, **dict(base, k_blocks=3))              # forced stays forced
-    cfg = auto_cluster(1920, 1920, 192)
-    assert not cfg.stream_k                                                # 3 k-blocks
-    monkeypatch.setattr(gc, "STREAM_K_WIDE_MIN_K_BLOCKS", 0)
-    assert gc.choose_stream_k(None, **dict(base, k_blocks=1))              # 0: any K
-    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 0)
-    assert gc.choose_stream_k(None, **dict(narrow, k_blocks=1))
-    monkeypatch.setattr(gc, "STREAM_K_MIN_K_BLOCKS", 0)
-    stub_planning(monkeypatch)
-    a, b = tn(8192, 8192, 8192, "bfloat16")
-    assert not build(a, b, _splits=1).cfg.stream_k and not build(a, b, _cluster=2).cfg.stream_k
-    a8, b8 = tn(8192, 8192, 8192, "uint8")
-    assert not build(a8, b8, a_format="e4m3", b_format="e4m3").cfg.stream_k
 
 
 def _device_work_unit(u, dec, ctas):
@@ -452,15 +382,6 @@ def test_tail_split_rule():
     assert scheduler.schedule(2880, 1408, 128, 256, 132, k=8192, chain=True).decomposition.splits == 4
 
 
-def test_models_keep_their_tail_splits():
-    """The rules' models (schedule_cost, wide_split_k_fits) keep the tail splits they were calibrated
-    with (at most MAX_SPLITS): the kernels' longer tails do not move their choices."""
-    from rawcoop.plan import configs as gc
-    assert gc.schedule_cost(2880, 1408, 8192, 132, 128, 256, split_tail_overhead=0.5) == \
-        (1 + 1 / 4 + 0.5 * 3 / 4) * 128 * 256
-    assert gc.schedule_cost(1792, 2560, 10240, 132, 128, 256) == (1 + 1 / 4) * 128 * 256
-
-
 def test_time_in_rounds():
     assert decompose(96, 1024, 132).time_in_rounds(132) == 1.0
     assert decompose(44, 1024, 132).time_in_rounds(132) == 1 / 3
@@ -494,7 +415,7 @@ def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajo
     `python -m rawcoop warmup` (configs.all_configs) compiles, whatever
     tile, decomposition, ping-pong or swap-AB the rules pick.  (Swap-AB plans
     used to name BIAS_ON_ROWS=1 without a bias: a kernel nothing warmed.)"""
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     stub_planning(monkeypatch)
     m, n, k = mnk
     a, b = tn(m, n, k, dt)
@@ -506,47 +427,3 @@ def test_default_16bit_plans_are_warmed_by_default(monkeypatch, mnk, dt, b_kmajo
     assert configs.config_for_problem(m, n, k, kind, True, b_kmajor) == plan.cfg   # the CLI's prediction
 
 
-def test_stream_k_with_no_full_wave_switch(monkeypatch):
-    """STREAM_K_ONE_WAVE_MIN_K_BLOCKS (0: off, the default; 256 measured +3.6% geomean out of
-    sample with losses to -9%, not adopted): with it, 128x256 tiles filling >= WIDE_TILES_FILL of the SMs
-    and no full wave stream-K from that many k-blocks; tall tiles are weighed against the data-parallel
-    plan, not the stream-K one (192x128 beat it by 10-41%)."""
-    from rawcoop.plan import configs as gc
-    base = dict(block_n=256, tiles=112, sm_count=132, in_kind=gc.BF16, k_blocks=296)
-    assert gc.STREAM_K_ONE_WAVE_MIN_K_BLOCKS == 0 and not gc.choose_stream_k(None, **base)
-    assert not auto_cluster(1024, 3584, 18944).stream_k
-    monkeypatch.setattr(gc, "STREAM_K_ONE_WAVE_MIN_K_BLOCKS", 256)
-    assert gc.choose_stream_k(None, **base)
-    assert not gc.choose_stream_k(None, **dict(base, k_blocks=255))
-    assert not gc.choose_stream_k(None, **dict(base, tiles=100))            # under 78% of the SMs
-    assert not gc.choose_stream_k(None, **dict(base, block_n=128, pingpong=False))
-    assert not gc.choose_stream_k(None, **dict(base, in_kind=gc.E4M3))
-    cfg = auto_cluster(1024, 3584, 18944)
-    assert cfg.stream_k and (cfg.block_m, cfg.block_n) == (128, 256)
-    cfg = auto_cluster(2240, 1400, 46656)                                           # tall tiles stay
-    assert not cfg.stream_k and (cfg.block_m, cfg.block_n) == (gc.TALL_BLOCK_M, 128)
-    assert not auto_cluster(1024, 3584, 3584).stream_k                              # 56 k-blocks
-
-
-def test_stream_k_model_overhead(monkeypatch):
-    """STREAM_K_MODEL_OVERHEAD (0.25: stream-K's partial wave costs a quarter round more than
-    its share of the SMs in schedule_cost; 0 prices it at its share): it raises only stream-K schedules
-    with a partial wave, and moves e.g. 13656x352x12544 TT from 128x256 stream-K (at 0) to 192x128 tiles
-    (measured +38%, bf16)."""
-    from rawcoop.plan import configs as gc
-    assert gc.STREAM_K_MODEL_OVERHEAD == 0.25
-    monkeypatch.setattr(gc, "WIDTH_192_RATIO", 0.0)      # (with it, 128x192 stream-K at overhead 0 here)
-
-    def plan(m, n, k):
-        return auto_cluster(m, n, k, kmajor=(True, False))       # TT
-    cfg = plan(13656, 352, 12544)
-    assert not cfg.stream_k and (cfg.block_m, cfg.block_n) == (gc.TALL_BLOCK_M, 128)
-    base = gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, True)
-    whole = gc.schedule_cost(132 * 128, 256, 8192, 132, 128, 256, True)       # one whole wave: no tail
-    dp = gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, False)
-    monkeypatch.setattr(gc, "STREAM_K_MODEL_OVERHEAD", 0.0)
-    assert gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, True) == pytest.approx(base - 0.25 * 128 * 256)
-    assert gc.schedule_cost(132 * 128, 256, 8192, 132, 128, 256, True) == whole
-    assert gc.schedule_cost(8192, 8192, 8192, 132, 128, 256, False) == dp
-    cfg = plan(13656, 352, 12544)
-    assert cfg.stream_k and (cfg.block_m, cfg.block_n) == (128, 256)

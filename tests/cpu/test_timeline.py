@@ -5,7 +5,7 @@ import pytest
 
 import helpers
 from rawcoop import compiler
-from rawcoop.plan import configs as gc
+from helpers.plan import gc as gc
 from rawcoop.compiler import KernelSpec
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from rawcoop import tuning
-from rawcoop.plan import configs
+from helpers.plan import gc as configs
 
 
 @pytest.fixture
@@ -62,50 +62,6 @@ def test_garbled_table_is_empty(table_dir):
     table_dir.mkdir(parents=True)
     (table_dir / "tuned-v1.json").write_text("{not json")
     assert tuning.lookup("anything") is None
-
-
-def test_candidates_cover_tiles_groups_splits_and_swap():
-    plan = SimpleNamespace(m=16, n=8192, k=8192, swap_ok=True)
-    cands = configs.tuning_candidates(plan)
-    assert cands[0] == dict(block_n=None, group=None, swap=None, splits=None, pingpong=None, streamk=None,
-                            block_m=None)
-    assert {c["pingpong"] for c in cands[1:] if c["block_n"] == 128} == {True, False}
-    assert not any(c["pingpong"] for c in cands[1:] if c["block_n"] != 128)
-    assert {c["block_n"] for c in cands[1:] if c["swap"]} == {64}
-    assert {c["block_n"] for c in cands[1:] if not c["swap"]} == {64, 128, 192, 256, *configs.NARROW_BOX_NS}
-    # (one tile row: 128x64 too; the widths between the multiples of 64: group 8, un-swapped)
-    narrow = [c for c in cands if c["block_n"] in configs.NARROW_BOX_NS]
-    assert len(narrow) == 3 * len(configs.NARROW_BOX_NS)
-    assert all(c["group"] == 8 and c["swap"] is False and not c["pingpong"] for c in narrow)
-    assert {c["splits"] for c in cands[1:]} == {None, 1, 2, 4}
-    assert {c["group"] for c in cands[1:]} == {4, 8, 16}
-    assert len(cands) == len({tuple(sorted(c.items())) for c in cands})
-    sk = [c for c in cands[1:] if c["streamk"]]             # stream-K: cooperative tiles, no forced splits
-    assert {(c["block_n"], c["swap"]) for c in sk} == {(64, True), (64, False), (128, False), (192, False),
-                                                       (256, False)} | {(w, False) for w in configs.NARROW_BOX_NS}
-    assert all(c["splits"] is None and c["pingpong"] is False for c in sk)
-    assert all(tuning._valid(c) for c in cands)
-    few_k = configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=64, swap_ok=False))
-    assert all(c["splits"] in (None, 1) for c in few_k) and all(c["swap"] in (None, False) for c in few_k)
-    assert {c["block_n"] for c in few_k[1:] if c["block_m"] is None} == {128, 192, 256, *configs.NARROW_BOX_NS}
-    # (many tile rows: no 128x64)
-    tall = [c for c in few_k if c["block_m"] == 192]        # 192-row tiles for 16-bit M > 128, un-swapped
-    assert {c["block_n"] for c in tall} == {128, 192} and {c["splits"] for c in tall} == {None, 1}
-    assert all(c["swap"] is False and c["pingpong"] is False and c["streamk"] is None for c in tall)
-    assert not any(c["block_m"] for c in cands)             # M = 16: none
-    assert all(tuning._valid(c) for c in few_k)
-    tf32 = configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=4096, swap_ok=False,
-                                                          cfg=configs.GemmConfig(256, configs.TF32)))
-    assert not any(c["block_n"] == 192 and c["block_m"] is None for c in tf32)     # 128x192: 16-bit only
-    assert not any(c["block_n"] in configs.NARROW_BOX_NS for c in tf32)       # the narrow widths too
-    nmajor = configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=4096, swap_ok=False,
-                                                            cfg=configs.GemmConfig(256, configs.BF16,
-                                                                                        True, False)))
-    assert not any(c["block_n"] in configs.NARROW_BOX_NS for c in nmajor)    # N-major b: no narrow kernel
-    swapped = configs.tuning_candidates(SimpleNamespace(m=4096, n=4096, k=4096, swap_ok=False, cfg=configs
-                                                             .GemmConfig(256, configs.BF16, True, False,
-                                                                         d_colmajor=True)))
-    assert any(c["block_n"] == 176 for c in swapped)      # swapped plan: the kernel's A is the user's K-major b
 
 
 def test_stored_tall_choices_are_checked():

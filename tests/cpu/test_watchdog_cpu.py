@@ -4,7 +4,7 @@ barrier wait bounded; tests/gpu/test_watchdog_gpu.py runs a kernel that traps)."
 
 def test_watchdog_compiles_into_the_kernels(monkeypatch):
     from rawcoop import compiler
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     spec = configs.GemmConfig(128, True, True, True).spec
     plain = compiler.compile_spec(spec, want_ptx=True)
     assert "trap;" not in plain.ptx and "vprintf" not in plain.ptx

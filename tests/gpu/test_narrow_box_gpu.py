@@ -9,7 +9,7 @@ bias and activations, fp32 output (8-column boxes), batches, an output whose pit
 import pytest
 
 import helpers
-from rawcoop.plan import configs
+from helpers.plan import gc as configs
 
 pytestmark = pytest.mark.gpu
 

@@ -33,7 +33,7 @@ def test_registers_at_launch(cfg):
 
 
 def _every_spec():
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     return configs.all_specs(everything=True)
 
 

@@ -21,10 +21,10 @@ def _check(cp, d, ref, name):
 
 def _decomposition(m, n, k, swap=False, splits=None, block_n=None, batch=1):
     from rawcoop import device
-    from rawcoop.plan import configs, scheduler
+    from rawcoop.plan import scheduler
     sms = device.info(0).sm_count
     km, kn = (n, m) if swap else (m, n)
-    bn = block_n or configs.choose_block_n(km, kn, batch, sms, k)
+    bn = block_n or 128
     return scheduler.schedule(km, kn, 128, bn, sms, None, batch, k=k, splits=splits).decomposition
 
 

@@ -93,7 +93,7 @@ def test_auto_tall_tiles(shape, block_n, dt_name):
     import cupy as cp
     import rawcoop
     from rawcoop import device
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     from rawcoop.gemm import _plan_for
     m, n, k = shape
     dt = helpers.dtype(dt_name)

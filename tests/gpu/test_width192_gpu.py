@@ -70,7 +70,7 @@ def test_auto_width_192(layout, dt_name):
     import cupy as cp
     import rawcoop
     from rawcoop import device
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     from rawcoop.gemm import _plan_for
     m, n, k = 5248, 576, 2304
     dt = helpers.dtype(dt_name)

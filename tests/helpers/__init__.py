@@ -28,7 +28,7 @@ def extra_defines(defines):
     pairs: a kernel switch behind a ``#define`` with no Python option), as kernels of their own in the
     cache; rawcoop.gemm's plan cache starts empty before and after (plans hold their kernel)."""
     from rawcoop.compiler import KernelSpec
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     gemm = importlib.import_module("rawcoop.gemm")        # the module (rawcoop.gemm is the function)
     extra = tuple(defines)
     clash = {k for k, _ in extra} & {"BLOCK_N", "STAGES", "IN_KIND", "IN_KIND_B", "SCALE_MODE", "PINGPONG"}
@@ -70,7 +70,7 @@ def rand(cp, shape, dt, seed):
 
 
 def layout_operands(cp, m, n, k, dt, layout, seed):
-    """a (M, K) and b (K, N) of fresh normal data in a BLAS-style layout (rawcoop.plan.configs.LAYOUTS):
+    """a (M, K) and b (K, N) of fresh normal data in a BLAS-style layout (rawcoop.plan.kernel_config.LAYOUTS):
     a row-major for "T" (else a transposed view of (K, M)), b = bt.T of a row-major (N, K) for "N" (else
     row-major (K, N))."""
     a = rand(cp, (m, k), dt, seed) if layout[0] == "T" else rand(cp, (k, m), dt, seed).T

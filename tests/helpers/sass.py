@@ -100,13 +100,13 @@ def mainloop_ops(text: str) -> list:
 
 def gemm_configs():
     """The default 16-bit configurations, whose SASS the SASS checks read."""
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     return configs.all_configs()
 
 
 def uniform_configs():
     """Every configuration whose mainloop keeps its arithmetic on the uniform datapath."""
-    from rawcoop.plan import configs
+    from helpers.plan import gc as configs
     cfgs = configs.all_configs() + configs.block_scaled_configs() + configs.lowp_configs()
     # Ping-pong with clusters keeps the threadIdx-derived consumer index (UNIFORM_CONSUMER off: it spilled).
     return [c for c in cfgs if not (c.pingpong and c.cluster_size > 1)]

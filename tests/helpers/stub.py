@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 
 from rawcoop import tma
-from rawcoop.plan import configs as gc
+from helpers.plan import gc as gc
 
 G = importlib.import_module("rawcoop.gemm_plan")     # the plan machinery behind rawcoop.gemm
 
@@ -79,7 +79,8 @@ def stub_planning(monkeypatch, resident_clusters: int = 66):
         def max_active_clusters(dev, block, smem, cluster):
             queries.append((block, smem, tuple(cluster)))
             return resident_clusters
-        return SimpleNamespace(spec=spec, function=lambda dev: None, max_active_clusters=max_active_clusters)
+        return SimpleNamespace(spec=spec, function=lambda dev: None, loaded=lambda dev: True,
+                               max_active_clusters=max_active_clusters)
 
     monkeypatch.setattr(G, "get_kernel", kernel)
 
