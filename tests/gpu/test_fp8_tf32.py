@@ -304,7 +304,7 @@ def _torch_fp8():
 @pytest.mark.parametrize("fa,fb", [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("e5m2", "e4m3")])   # cuBLASLt: no e5m2 x e5m2
 @pytest.mark.parametrize("m,n,k", [(256, 512, 1024), (1024, 2048, 4096), (16, 4096, 2048), (4096, 16, 1024)])
 def test_fp8_vs_torch_scaled_mm(fa, fb, m, n, k):
-    """torch float8 tensors straight into rawcoop.gemm (uint8 view + format),
+    """torch float8 tensors straight into rawcoop.gemm (a torch result),
     against torch._scaled_mm on the same tensors and scales (bf16 out)."""
     torch = _torch_fp8()
     import cupy as cp
@@ -322,7 +322,8 @@ def test_fp8_vs_torch_scaled_mm(fa, fb, m, n, k):
     if isinstance(ref, tuple):                       # torch < 2.4 returns (out, amax)
         ref = ref[0]
     d = rawcoop.gemm(a, bt.t(), scale_a=sa, scale_b=sb, out_dtype=_out_dt("bfloat16"))
-    assert isinstance(d, cp.ndarray) and d.shape == (m, n)
+    assert isinstance(d, torch.Tensor) and d.shape == (m, n) and d.dtype == torch.bfloat16
+    d = cp.from_dlpack(d)
     ref64 = cp.from_dlpack(ref.float().contiguous()).astype(cp.float64)
     # both are rounded to bf16 (2.3e-3 rms each) after different accumulation orders
     _check(cp, d, ref64, 1e-2, f"vs torch._scaled_mm {fa}x{fb} {m}x{n}x{k}")
