@@ -1,13 +1,15 @@
-"""Write the planner's choices for a frozen table of problems to tests/cpu/plans-h200.json.
+"""Write the planner's choices: a frozen table of problems (tests/cpu/plans-h200.json) and the kernels it picks
+over a grid of LLM shapes (rawcoop/plan/warm_h200.json, part of what ``rawcoop warmup`` compiles).
 
     python tools/pin_plans.py            # after a deliberate planner or cost-model change; review the diff
 
-tests/cpu/test_planner.py compares the planner against this file, so a change of choice shows up in review as a
-diff of this table.  The problems: LLM projection shapes (decode to prefill M, square, long K), ragged sizes,
+tests/cpu/test_planner.py compares the planner against both files, so a change of choice shows up in review as a
+diff.  The problems: LLM projection shapes (decode to prefill M, square, long K), ragged sizes,
 all four layouts, fp16/bf16, tf32, fp8 per-tensor and block-scaled, batches and epilogues.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -20,6 +22,11 @@ from rawcoop.plan.kernel_config import BF16, E4M3, E5M2, FP16, LAYOUTS, TF32  # 
 from rawcoop.plan.select import choose  # noqa: E402
 
 OUT = ROOT / "tests" / "cpu" / "plans-h200.json"
+WARM = ROOT / "rawcoop" / "plan" / "warm_h200.json"
+GRID_M = (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 16384)
+GRID_N = (1024, 2048, 2560, 4096, 5120, 7168, 8192, 14336, 28672)
+GRID_K = (1024, 2048, 4096, 7168, 8192, 14336)
+"""The warm grid: decode to prefill token counts x the projection widths of common LLMs."""
 SHAPES = [(1, 4096, 4096), (16, 7168, 2048), (64, 4096, 14336), (128, 8192, 8192), (192, 7168, 7168),
           (256, 16384, 4096), (512, 12288, 4096), (1024, 1024, 65536), (2048, 2048, 2048), (3000, 5000, 2504),
           (4096, 4096, 4096), (8192, 8192, 8192), (777, 1029, 4097), (5416, 6280, 1400), (129, 3000, 777)]
@@ -54,9 +61,34 @@ def table() -> dict:
     return rows
 
 
+def grid_problems():
+    """Every (kind pair, layouts, block-scaled) of the warm grid: fp16/bf16 in all four layouts, tf32, fp8
+    per-tensor (both kinds) and block-scaled e4m3 in TN, with the plain epilogue and the default output."""
+    kinds = [((k, k), kmajor, False) for k in (FP16, BF16) for kmajor in LAYOUTS.values()]
+    kinds += [((TF32, TF32), (True, True), False), ((E4M3, E4M3), (True, True), False),
+              ((E5M2, E5M2), (True, True), False), ((E4M3, E4M3), (True, True), True)]
+    for pair, kmajor, block in kinds:
+        for m in GRID_M:
+            for n in GRID_N:
+                for k in GRID_K:
+                    yield Problem(m, n, k, 1, pair, kmajor, block=block)
+
+
+def warm_configs() -> list[dict]:
+    """The distinct configurations the planner picks over the warm grid, as GemmConfig fields."""
+    seen = {}
+    for p in grid_problems():
+        cfg = choose(p).cfg
+        seen.setdefault(cfg.spec, cfg)
+    return sorted((dataclasses.asdict(c) for c in seen.values()), key=lambda d: json.dumps(d, sort_keys=True))
+
+
 def main() -> int:
     OUT.write_text(json.dumps(table(), indent=1) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
+    WARM.write_text(json.dumps(dict(command="python tools/pin_plans.py", configs=warm_configs()), indent=0)
+                    + "\n")
+    print(f"wrote {WARM.relative_to(ROOT)}")
     return 0
 
 

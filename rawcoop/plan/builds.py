@@ -5,9 +5,21 @@ These are lists of what is built, not planning rules: the planner (rawcoop/plan/
 configuration, and one missing here is compiled at its first use."""
 from __future__ import annotations
 
+import json
+import os
+from functools import lru_cache
+
 from ..compiler import KernelSpec
 from .kernel_config import (BLOCK_M, BLOCK_NS, E4M3, E5M2, LOWP_KIND_PAIRS, NARROW_BOX_NS, PTX_TYPES, TALL_BLOCK_M,
                             TALL_BLOCK_NS, TF32, WGMMA_K, GemmConfig, is_fp8, spec_kinds)
+
+
+@lru_cache(maxsize=None)
+def planned_configs(gpu: str = "h200") -> tuple[GemmConfig, ...]:
+    """What the planner picks over a grid of LLM shapes (every kind, plain epilogue, default output), stored
+    in ``warm_<gpu>.json`` beside this file by tools/pin_plans.py."""
+    with open(os.path.join(os.path.dirname(__file__), f"warm_{gpu}.json")) as f:
+        return tuple(GemmConfig(**d) for d in json.load(f)["configs"])
 
 
 def all_configs() -> list[GemmConfig]:
@@ -224,7 +236,10 @@ def stream_k_configs() -> list[GemmConfig]:
 
 
 def all_specs(everything: bool = False) -> list[KernelSpec]:
-    cfgs = all_configs() + (epilogue_configs() + lowp_configs() + block_scaled_configs() + stream_k_configs()
+    """The default warm-up set (:func:`all_configs` and the planner's 16-bit grid choices), or with
+    ``everything`` every set here."""
+    planned = [c for c in planned_configs() if everything or c.in_bytes == 2]
+    cfgs = all_configs() + planned + (epilogue_configs() + lowp_configs() + block_scaled_configs() + stream_k_configs()
                             if everything else [])
     return list(dict.fromkeys(c.spec for c in cfgs))     # (stream_k_configs repeats some defaults)
 

@@ -140,3 +140,38 @@ def test_misaligned_pitch_costs_more():
     odd = Problem(4096, 4096, 4096, pitches=(4104 * 2, 4096 * 2))
     c = choose(aligned)
     assert cost.predict(odd, c) > cost.predict(aligned, c)
+
+
+def test_warm_file_holds_the_planner_choices_on_its_grid():
+    """rawcoop/plan/warm_h200.json is current: the planner's choice for a seeded sample of its grid is in it
+    (``python tools/pin_plans.py`` rewrites it with the frozen table)."""
+    import random
+
+    import pin_plans
+    from rawcoop.plan import builds
+    stored = {c.spec for c in builds.planned_configs()}
+    problems = list(pin_plans.grid_problems())
+    for p in random.Random(7).sample(problems, 300):
+        assert choose(p).cfg.spec in stored, p
+
+
+def test_warm_sets_cover_most_automatic_plans():
+    """Of 1000 seeded random plain problems, the default warm set (16-bit) and ``warmup --all`` (every kind)
+    hold the kernel the planner picks for at least 90% (the rest compile at their first call)."""
+    import random
+
+    from rawcoop.plan import builds
+    from rawcoop.plan.kernel_config import E5M2, LAYOUTS
+    default, everything = set(builds.all_specs()), set(builds.all_specs(everything=True))
+    rng = random.Random(26)
+    hits = {True: [], False: []}
+    for _ in range(1000):
+        kind = rng.choice([BF16, FP16, TF32, E4M3, E5M2])
+        sixteen = kind in (BF16, FP16)
+        kmajor = rng.choice(list(LAYOUTS.values())) if sixteen else (True, True)
+        m, n = rng.randint(1, 12000), 8 * rng.randint(1, 1500)
+        k = rng.choice([512, 1024, 2048, 4096, 8192, 16384])
+        spec = choose(Problem(m, n, k, 1, (kind, kind), kmajor, block=kind == E4M3 and rng.random() < 0.3)).cfg.spec
+        hits[sixteen].append(spec in (default if sixteen else everything))
+    for sixteen, h in hits.items():
+        assert sum(h) >= 0.9 * len(h), (sixteen, sum(h), len(h))
