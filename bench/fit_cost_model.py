@@ -12,7 +12,9 @@ all stay positive.  Needs SciPy (``pip install scipy``); the library itself does
 
 The validation rows (bench/costdata.py ``is_validation``: a fixed 30% of the shapes, never fitted) are scored
 as the planner uses the model: for each shape the candidate of least modelled time among those measured, its
-measured time against the best measured one (regret), next to the automatic plan of the measurement's date.
+measured time against the best measured one (regret), next to the automatic plan of the measurement's date;
+and the planner itself over the whole candidate space (``planner_validation``: how often its choice was one of
+the measured candidates, and its regret there).
 """
 from __future__ import annotations
 
@@ -107,6 +109,28 @@ def regret(ms: list, co: cost.Coefficients) -> dict:
                 rms_log_error=round(float(np.sqrt(np.mean(log_err ** 2))), 4))
 
 
+def coverage(ms: list, co: cost.Coefficients) -> dict:
+    """The planner over the whole candidate space (rawcoop/plan/select.py with these coefficients): for how
+    many shapes its choice was among the measured candidates, and its regret on those."""
+    from rawcoop.plan.select import pick, ranked
+    by_row = {}
+    for m in ms:
+        by_row.setdefault(m.row, []).append(m)
+    regrets = []
+    for row in by_row.values():
+        c = pick(ranked(row[0].problem, co=co))
+        key = (c.cfg.block_m, c.cfg.block_n, c.cfg.cluster, c.cfg.pingpong, c.cfg.stream_k, c.cfg.d_colmajor, c.dec)
+        hit = [m.us for m in row if (m.candidate.cfg.block_m, m.candidate.cfg.block_n, m.candidate.cfg.cluster,
+                                      m.candidate.cfg.pingpong, m.candidate.cfg.stream_k, m.candidate.cfg.d_colmajor,
+                                      m.candidate.dec) == key]
+        if hit:
+            regrets.append(hit[0] / min(m.us for m in row))
+    x = np.array(regrets)
+    return dict(shapes=len(by_row), measured_choice=int(x.size),
+                geomean=round(float(np.exp(np.log(x).mean())), 4) if x.size else None,
+                worst=round(float(x.max()), 4) if x.size else None, over_5pct=int((x > 1.05).sum()))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
@@ -121,7 +145,8 @@ def main(argv=None) -> int:
         co = cost.load("h200")[0]
     else:
         co = fit(fit_ms)
-    report = dict(fit=regret(fit_ms, co), validation=regret(val_ms, co))
+    report = dict(fit=regret(fit_ms, co), validation=regret(val_ms, co),
+                  planner_validation=coverage(val_ms, co))
     print(json.dumps(report, indent=1))
     if not args.check:
         gpu = {r["gpu"] for r in rows}

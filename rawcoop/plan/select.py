@@ -105,7 +105,12 @@ def _departures_of_point(point) -> int:
 def choose(p: Problem, forced: Forced = FREE) -> Candidate:
     """The cheapest legal candidate for ``p`` under ``forced``, ties (:data:`RESOLUTION`) to the fewest
     departures (memoised per problem)."""
-    priced = ranked(p, forced)
+    return pick(ranked(p, forced))
+
+
+def pick(priced: list[tuple[float, Candidate]]) -> Candidate:
+    """The choice from :func:`ranked`'s list: the cheapest, ties (:data:`RESOLUTION`) to the fewest
+    departures."""
     ties = [(departures(c), i) for i, (t, c) in enumerate(priced) if t <= priced[0][0] * (1 + RESOLUTION)]
     return priced[min(ties)[1]][1]
 
