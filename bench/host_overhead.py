@@ -9,6 +9,11 @@ Times (on one GPU, tiny problems, median over many calls):
   * rawcoop.gemm 256^3 fp16, and fp8 e4m3 with device scale arrays and with
     Python-float scales, against torch._scaled_mm on the same bytes when
     torch imports (small fp8 GEMMs of the benchmark are near host-bound at ~25 us)
+  * with torch tensors (rawcoop/torch/_tensors.py: torch results, torch's
+    stream): rawcoop.gemm 256^3 bf16 against torch.matmul, a weight that
+    requires grad, fp8 e4m3 with tensor and float scales against
+    torch._scaled_mm, and the ``rawcoop::gemm`` custom op through the
+    dispatcher (what torch.compile graphs call)
 
     PYTHONPATH=$PWD python bench/host_overhead.py [--json host_overhead.json] [--profile N]
 
@@ -19,9 +24,9 @@ different H200 machines), so the verdict is the median of the per-round
 ratios, as in the GPU bench.
 
 ``--profile N`` also runs cProfile over N calls of rawcoop.gemm 256^3 fp16
-(out=), and of fp8 e4m3 with device scales and a new output, and prints the
-25 functions with the most own time for each: where the repeated-call path
-spends its host time.
+(out=), of fp8 e4m3 with device scales and a new output, and of bf16 torch
+tensors, and prints the 25 functions with the most own time for each: where
+the repeated-call path spends its host time.
 """
 from __future__ import annotations
 
@@ -93,6 +98,47 @@ def profile_calls(fn, n: int, top: int = 25) -> None:
     prof.disable()
     print(f"cProfile of {n} calls (own time, top {top}):")
     pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(top)
+
+
+def torch_rows(torch, rawcoop, res: dict, profile: int) -> None:
+    """rawcoop.gemm on torch tensors (new torch results, torch's current
+    stream), 256^3, beside torch.matmul / torch._scaled_mm on the same
+    tensors, alternating rounds."""
+    import rawcoop.torch  # noqa: F401  (the custom ops, registered as a torch user has them)
+    g = torch.Generator(device="cuda").manual_seed(4)
+    a = torch.randn(256, 256, device="cuda", generator=g).to(torch.bfloat16)
+    bt = torch.randn(256, 256, device="cuda", generator=g).to(torch.bfloat16)
+    b = bt.t()
+    out = torch.empty(256, 256, device="cuda", dtype=torch.bfloat16)
+    res["rawcoop.gemm 256^3 bf16 torch (new out)"] = per_call_us(lambda: rawcoop.gemm(a, b))
+    res["rawcoop.gemm 256^3 bf16 torch (out=)"] = per_call_us(lambda: rawcoop.gemm(a, b, out=out))
+    w = torch.nn.Parameter(bt.clone())
+    res["rawcoop.gemm 256^3 bf16 torch, weight requires grad"] = per_call_us(lambda: rawcoop.gemm(a, w.t()))
+    res["torch.matmul 256^3 bf16 (new out)"] = per_call_us(lambda: torch.matmul(a, b))
+    res["torch.ops.rawcoop.gemm 256^3 bf16 (dispatcher)"] = per_call_us(lambda: torch.ops.rawcoop.gemm(a, b))
+    t = paired_rounds({"torch.matmul": lambda: torch.matmul(a, b), "rawcoop.gemm": lambda: rawcoop.gemm(a, b)})
+    res["paired 256^3 bf16 torch (new out): rawcoop us/call per round"] = t["rawcoop.gemm"]
+    res["paired 256^3 bf16 torch (new out): torch.matmul us/call per round"] = t["torch.matmul"]
+    report_pair(res, "256^3 bf16 torch tensors (new out)", t, "torch.matmul")
+    if profile > 0:
+        print("bf16 torch tensors, new output:")
+        profile_calls(lambda: rawcoop.gemm(a, b), profile)
+    a8, b8 = a.to(torch.float8_e4m3fn), bt.to(torch.float8_e4m3fn).t()
+    sa, sb = torch.tensor([0.5], device="cuda"), torch.tensor([2.0], device="cuda")
+    res["rawcoop.gemm 256^3 e4m3 torch tensor scales (new out)"] = per_call_us(
+        lambda: rawcoop.gemm(a8, b8, scale_a=sa, scale_b=sb))
+    res["rawcoop.gemm 256^3 e4m3 torch float scales (new out)"] = per_call_us(
+        lambda: rawcoop.gemm(a8, b8, scale_a=0.5, scale_b=2.0))
+    sa0, sb0 = sa.reshape(()), sb.reshape(())
+    res["torch._scaled_mm 256^3 e4m3 torch (new out)"] = per_call_us(
+        lambda: torch._scaled_mm(a8, b8, scale_a=sa0, scale_b=sb0, out_dtype=torch.bfloat16))
+    t = paired_rounds({"torch._scaled_mm": lambda: torch._scaled_mm(a8, b8, scale_a=sa0, scale_b=sb0,
+                                                                    out_dtype=torch.bfloat16),
+                       "rawcoop.gemm": lambda: rawcoop.gemm(a8, b8, scale_a=sa, scale_b=sb)})
+    res["paired 256^3 e4m3 torch (new out): rawcoop us/call per round"] = t["rawcoop.gemm"]
+    res["paired 256^3 e4m3 torch (new out): torch._scaled_mm us/call per round"] = t["torch._scaled_mm"]
+    report_pair(res, "256^3 e4m3 torch tensor scales (new out)", t, "torch._scaled_mm")
+    torch.cuda.synchronize()
 
 
 def main(argv=None) -> int:
@@ -206,11 +252,12 @@ def main(argv=None) -> int:
                            "rawcoop.gemm": lambda: rawcoop.gemm(a8, b8t.T, a_format="e4m3", b_format="e4m3",
                                                                 scale_a=sa, scale_b=sb)})
         report_pair(res, "256^3 e4m3 device scales (new out)", t, "torch._scaled_mm")
+        torch_rows(torch, rawcoop, res, args.profile)
     cp.cuda.Device().synchronize()
     print(f"GPU: {device.info(0).name}")
     for name, us in res.items():
         if isinstance(us, float) and "paired" not in name:
-            print(f"{name:42s} {us:8.2f} us/call")
+            print(f"{name:56s} {us:8.2f} us/call")
     if args.json:
         from bench.report import write_json
         write_json(args.json, res)

@@ -385,7 +385,7 @@ class _Plan:
 
     def __init__(self):
         self.launch = None      # a launch.BoundLaunch, bound at the first run
-        self.out_maps = {}      # (out address, strides) -> D's tensor map, for storable outs
+        self.out_maps = {}      # (address, strides) -> D's tensor map: storable outs and new results
 
     def epilogue_map(self, ptr, colmajor_kernel, pitch, bstride, lx):
         sw = tma.Swizzle.B128
@@ -416,7 +416,8 @@ class _Plan:
             # storable and a result without `out` is returned as the padded buffer's view (torch's
             # allocator keeps a capture's temporaries in the graph's private pool: no such rule).
             # A storable `out` seen before has its D map in out_maps (by address and strides: shape and
-            # dtype are the plan's), which skips the checks and the map lookup.
+            # dtype are the plan's), which skips the checks and the map lookup; so has a new result at an
+            # address seen before.
             out_key = None if out is None else side.out_key(out)
             map_d = None if out_key is None else self.out_maps.get(out_key)
             temp = out is None
@@ -445,15 +446,17 @@ class _Plan:
                 d = side.empty(self.out_shape, self.out_dtype, dev)     # the result itself: no view, no copy
             else:
                 d = side.empty((batch, m, npad), self.out_dtype, dev)[..., :n]
+            if map_d is None and temp:      # a new result: pools hand back the same addresses, so look it up too
+                out_key = side.out_key(d)
+                map_d = self.out_maps.get(out_key)
             if map_d is None:
                 ptr, st = side.layout(d)
                 d_pitch = st[-2] if m > 1 else round16(n * osz)
                 d_bs = st[0] if (batch > 1 and d.ndim == 3) else round16(m * max(d_pitch, 16))
                 map_d = self.epilogue_map(ptr, self.colmajor_d, d_pitch, d_bs, batch)
-                if not temp:
-                    if len(self.out_maps) >= _OUT_MAPS_MAX:
-                        self.out_maps.clear()
-                    self.out_maps[out_key] = map_d
+                if len(self.out_maps) >= _OUT_MAPS_MAX:
+                    self.out_maps.clear()
+                self.out_maps[out_key] = map_d
             params = self.params
             with params.lock:
                 launch = self.launch

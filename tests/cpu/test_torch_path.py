@@ -118,6 +118,17 @@ def test_out_is_written_in_place_and_its_d_map_remembered(path):
     assert path.launches[-1][1].address != col.data_ptr()
 
 
+def test_a_new_result_at_an_address_seen_before_reuses_its_d_map(path, monkeypatch):
+    block = torch.empty(256, 384, dtype=torch.bfloat16)          # what a caching allocator hands back each time
+    monkeypatch.setattr(_tensors._TorchTensors, "empty", lambda self, shape, dtype, dev: block)
+    a, b = _tn(256, 384, 512)
+    assert rawcoop.gemm(a, b) is block
+    encoded = len(path.maps)                                       # A's, B's and D's maps
+    assert rawcoop.gemm(a, b) is block and len(path.maps) == encoded
+    assert [m.address for _, m in path.launches] == [block.data_ptr()] * 2
+    assert path.launches[0][1] is path.launches[1][1]
+
+
 @pytest.mark.parametrize("out, exc, message", [
     (lambda: torch.empty(384, 256, dtype=torch.bfloat16), ValueError, r"out has shape \(384, 256\), expected \(256, 384\)"),
     (lambda: torch.empty(256, 384, dtype=torch.float16), TypeError, "out has dtype float16, expected bfloat16"),
