@@ -218,7 +218,7 @@ def decompose(tiles: int, k_blocks: int, sm_count: int, splits: int | None = Non
 
     Not split over several rounds: with one partial wave of more than half the SMs, 3 splits in 2 rounds measured
     between -7% and +21% against data-parallel on repeated runs, 4 splits in 3 rounds -14% and -16%, 6 in 5 rounds
-    -29% (H200, bf16); 128x256 tiles split in one round beat both there (configs.wide_split_k_fits)."""
+    -29% (H200, bf16); 128x256 tiles split in one round beat both there."""
     if splits is not None:
         splits = max(1, min(splits, k_blocks))
         return Decomposition(tiles, k_blocks, tiles if splits == 1 else 0, splits)

@@ -17,7 +17,7 @@ from rawcoop.plan import scheduler
 from rawcoop.compiler import KernelSpec
 from rawcoop.plan.scheduler import cdiv
 
-from helpers.stub import BF16, E4M3, E5M2, StubArray, auto_cluster, build, stub_planning, tn
+from helpers.stub import BF16, E4M3, E5M2, StubArray, build, stub_planning, tn
 
 CLUSTER_N_CONFIGS = [c for c in gc.epilogue_configs() + gc.lowp_epilogue_configs() if c.cluster_n == 2]
 CLUSTER_M_CONFIGS = [c for c in gc.epilogue_configs() + gc.lowp_epilogue_configs() if c.cluster_m == 2]

@@ -11,7 +11,7 @@ import pytest
 from rawcoop.plan import scheduler
 from rawcoop.plan.scheduler import Decomposition, decompose, decompose_stream_k
 
-from helpers.stub import StubArray, auto_cluster, build, stub_planning, tn   # noqa: F401
+from helpers.stub import StubArray, build, stub_planning, tn   # noqa: F401
 
 
 def _cases(n, seed):

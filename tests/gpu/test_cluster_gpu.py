@@ -1,6 +1,5 @@
-"""GPU: clusters of 2 CTAs (forced by the private ``_cluster`` option; 1x2
-and 2x1 are also picked automatically for long-K one-round split-K, see
-configs.choose_cluster).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
+"""GPU: clusters of 2 CTAs (forced by the private ``_cluster`` option; the
+planner may also choose them).  2x1 (``_cluster=2`` or ``(2, 1)``): CTA pairs on
 vertically adjacent tiles multicast the shared B tile.  1x2
 (``_cluster=(1, 2)``): pairs on horizontally adjacent tiles (tile columns 2j,
 2j+1) multicast the shared A tile; an odd number of tile columns leaves a
@@ -37,7 +36,7 @@ def test_cluster_multicast_layouts(block_n, layout, shape):
     a = _rand(cp, (m, k), dt, 1) if layout[0] == "T" else _rand(cp, (k, m + (-m) % 8), dt, 1)[:, :m].T
     b = _rand(cp, (n, k), dt, 2).T if layout[1] == "N" else _rand(cp, (k, n), dt, 2)
     out = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
-    rawcoop.gemm(a, b, out=out, _cluster=2, _block_n=block_n)
+    rawcoop.gemm(a, b, out=out, _cluster=2, _block_n=block_n, _swap=False)
     _check(cp, out, a.astype(cp.float64) @ b.astype(cp.float64), 5e-3)
 
 
@@ -115,11 +114,13 @@ def test_cluster_n_multicast_layouts(block_n, layout, shape):
 def test_cluster_n_bit_identical_to_no_cluster(layout, kw):
     """The same tiles, k-ranges and reduction order with and without the
     cluster: a 1x2 (and a 2x1) result equals the unclustered one bit for bit
-    (only where the A tile comes from differs)."""
+    (only where the A tile comes from differs).  Tile height and orientation
+    are forced too, so that both runs have the same tiles."""
     import cupy as cp
     import rawcoop
     dt = _dt("float16")
     a, b = _operands(cp, layout, 1000, 1304, 2000, dt, seeds=(7, 8))
+    kw = dict(kw, _block_m=128, _swap=False)
     plain = rawcoop.gemm(a, b, **kw)
     for cluster in ((1, 2), (2, 1)):
         d = rawcoop.gemm(a, b, _cluster=cluster, **kw)
@@ -149,22 +150,22 @@ def test_cluster_n_ghost_column_stores_nothing_outside():
     for kw in (dict(_block_n=128), dict(_block_n=128, _pingpong=True), dict(_block_n=128, _splits=2),
                dict(_block_n=256)):
         big = cp.full((m, n + 256), 7.0, dtype=cp.float32).astype(dt)
-        rawcoop.gemm(a, b, out=big[:, :n], _cluster=(1, 2), **kw)
+        rawcoop.gemm(a, b, out=big[:, :n], _cluster=(1, 2), _swap=False, **kw)
         assert bool(cp.all(big[:, n:].astype(cp.float32) == 7.0)), f"store past N with {kw}"
         _check(cp, big[:, :n], a.astype(cp.float64) @ b.astype(cp.float64), 5e-3)
 
 
 def test_cluster_n_with_split_k_epilogue_and_batch():
     """600 x 520: 128-wide tiles give 5 tile columns (a ghost column), with C,
-    bias, relu, a batch of 2, split-K on the tail and forced; reruns are bit
-    for bit identical."""
+    bias, relu, a batch of 2, the planner's decomposition and forced splits;
+    reruns are bit for bit identical."""
     import cupy as cp
     import rawcoop
     a, b, c, bias, ref = _split_k_epilogue_problem(cp)
     for pingpong in (False, True):
         for splits in (None, 2, 3):
             kw = dict(c=c, beta=0.5, bias=bias, activation="relu", _cluster=(1, 2), _splits=splits,
-                      _pingpong=pingpong, _block_n=128)
+                      _pingpong=pingpong, _block_n=128, _swap=False)
             d = rawcoop.gemm(a, b, **kw)
             _check(cp, d, ref, 7e-4)
             again = rawcoop.gemm(a, b, **kw)
@@ -194,7 +195,7 @@ def test_cluster_n_epilogue_variants(layout):
                                - 0.25 * c.astype(cp.float64) + bias.astype(cp.float64), "gelu")
             for block_n in (128, 256):
                 d = rawcoop.gemm(a, b, c=c, alpha=1.5, beta=-0.25, bias=bias, activation="gelu",
-                                 out_dtype=odt, _cluster=(1, 2), _block_n=block_n)
+                                 out_dtype=odt, _cluster=(1, 2), _block_n=block_n, _swap=False)
                 _check(cp, d, ref, 5e-3)
 
 
@@ -246,17 +247,31 @@ def test_cluster_option_rejects_bad_values():
         rawcoop.gemm(a, b, _cluster=(2, 1), _block_n=64)
 
 
+def _same_tiles_unclustered(plan):
+    """The forced options that run ``plan``'s tiles, consumers and splits without a cluster."""
+    cfg = plan.cfg
+    return dict(_cluster=1, _block_n=cfg.block_n, _block_m=cfg.block_m, _pingpong=cfg.pingpong,
+                _swap=cfg.d_colmajor, _splits=plan.decomposition.splits)
+
+
+def _spread(plan):
+    """Whether the kernel reduces the plan's split-K spread over the splits (bit 3 of its batch mask)."""
+    return bool(plan.scalars[7] & 8)
+
+
+# Long K, few tiles: one round of split units, clustered (forced, with the cooperative 128x128 tile).
+LONG_K_CLUSTERS = [((500, 500, 40000), False, (1, 2), 4), ((512, 1000, 24576), True, (1, 2), 3),
+                   ((256, 256, 65536), False, (1, 2), 8), ((512, 384, 65536), False, (2, 1), 4),
+                   ((1000, 296, 40000), True, (2, 1), 4)]
+
+
 @pytest.mark.parametrize("layout", ["TN", "NN", "NT", "TT"])
-@pytest.mark.parametrize("shape, epilogue, cluster", [
-    ((500, 500, 40000), False, (1, 2)), ((512, 1000, 24576), True, (1, 2)), ((256, 256, 65536), False, (1, 2)),
-    ((512, 384, 65536), False, (2, 1)), ((1000, 296, 40000), True, (2, 1))], ids=str)
-def test_auto_cluster_split_k(layout, shape, epilogue, cluster):
-    """The automatic clusters (long-K one-round split-K, choose_cluster): 1x2
-    where the tile columns are even, 2x1 where only the rows are: the plan
-    picks them, the output (poisoned with NaN first) matches the float64
-    reference, reruns are bit-identical, and they equal the same problem
-    forced to no cluster with the same splits bit for bit (the same split
-    ranges and reduction order; only which CTA loads the shared operand
+@pytest.mark.parametrize("shape, epilogue, cluster, splits", LONG_K_CLUSTERS, ids=str)
+def test_cluster_split_k_one_round(layout, shape, epilogue, cluster, splits):
+    """Long-K split-K in clusters (forced: ``_cluster``, ``_splits``, 128x128 cooperative tiles,
+    not swapped), every split unit in one round: the output (poisoned with NaN first) matches the float64
+    reference, reruns are bit-identical, and they equal the same tiles and splits without a cluster bit
+    for bit (the same split ranges and reduction order; only which CTA loads the shared operand
     changes)."""
     import cupy as cp
     import rawcoop
@@ -270,43 +285,48 @@ def test_auto_cluster_split_k(layout, shape, epilogue, cluster):
         c, bias = _rand(cp, (m, n), dt, 33), _rand(cp, (n,), cp.float32, 34)
         kw = dict(c=c, beta=0.5, bias=bias, activation="relu")
         ref = cp.maximum(ref + 0.5 * c.astype(cp.float64) + bias, 0)
-    plan = _plan_for(a, b, **kw)
-    assert plan.cfg.cluster == cluster and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
+    forced = dict(_cluster=cluster, _splits=splits, _block_n=128, _pingpong=False, _swap=False)
+    plan = _plan_for(a, b, **kw, **forced)
+    assert plan.cfg.cluster == cluster and plan.decomposition.splits == splits and plan.decomposition.tiles_dp == 0
+    plain = _same_tiles_unclustered(plan)
+    assert _spread(plan) and _spread(_plan_for(a, b, **kw, **plain)), "both should reduce spread (one round)"
 
     def run(**extra):
         d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
         rawcoop.gemm(a, b, out=d, **kw, **extra)
         return d
 
-    d, again, plain = run(), run(), run(_cluster=1, _splits=plan.decomposition.splits)
+    d, again, unclustered = run(**forced), run(**forced), run(**plain)
     _check(cp, d, ref, 5e-3)
-    assert cp.array_equal(d.view(cp.uint16), again.view(cp.uint16)), "auto-clustered split-K is not deterministic"
-    assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"
+    assert cp.array_equal(d.view(cp.uint16), again.view(cp.uint16)), "clustered split-K is not deterministic"
+    assert cp.array_equal(d.view(cp.uint16), unclustered.view(cp.uint16)), "the cluster changed the sums"
 
 
-@pytest.mark.parametrize("shape, cluster", [((512, 512, 32768), (1, 2)), ((512, 384, 32768), (2, 1)),
-                                            ((500, 272, 40000), (2, 1))], ids=str)
-def test_auto_cluster_split_k_fp8(shape, cluster):
-    """Per-tensor fp8 (e4m3 x e5m2 too) gets the automatic clusters as well:
-    the plan picks them, the output (NaN-poisoned) matches the float64
-    reference of the dequantised inputs, and equals the same splits without a
-    cluster bit for bit."""
+@pytest.mark.parametrize("shape, cluster, splits", [((512, 512, 32768), (1, 2), 4), ((512, 384, 32768), (2, 1), 4),
+                                                    ((500, 272, 40000), (2, 1), 8)], ids=str)
+def test_cluster_split_k_one_round_fp8(shape, cluster, splits):
+    """Per-tensor fp8 (e4m3 x e5m2 too), long-K split-K in clusters (forced as above): the output
+    (NaN-poisoned) matches the float64 reference of the dequantised inputs, and equals the same tiles and
+    splits without a cluster bit for bit."""
     import cupy as cp
     import rawcoop
     from rawcoop.gemm import _plan_for
     m, n, k = shape
+    forced = dict(_cluster=cluster, _splits=splits, _block_n=128, _pingpong=False, _swap=False)
     for fb in ("e4m3", "e5m2"):
         a, b, a64, b64 = fp8_pair(cp, m, n, k, "e4m3", fb, 41)
         ref = 0.5 * (a64 @ b64)
-        plan = _plan_for(a, b, scale_a=0.25, scale_b=2.0)
-        assert plan.cfg.cluster == cluster and plan.decomposition.splits >= 4 and plan.decomposition.tiles_dp == 0
+        plan = _plan_for(a, b, scale_a=0.25, scale_b=2.0, **forced)
+        assert plan.cfg.cluster == cluster and plan.decomposition.splits == splits and plan.decomposition.tiles_dp == 0
+        plain = _same_tiles_unclustered(plan)
+        assert _spread(plan) and _spread(_plan_for(a, b, scale_a=0.25, scale_b=2.0, **plain))
 
         def run(**extra):
             d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(_dt("bfloat16"))
             rawcoop.gemm(a, b, scale_a=0.25, scale_b=2.0, out=d, **extra)
             return d
 
-        d, plain = run(), run(_cluster=1, _splits=plan.decomposition.splits)
+        d, unclustered = run(**forced), run(**plain)
         # fp8 wgmma accumulation (~2^-14 per k32 step, random signs: ~2e-3 at K = 32768) + bf16 rounding
         _check(cp, d, ref, 1e-2)
-        assert cp.array_equal(d.view(cp.uint16), plain.view(cp.uint16)), "the cluster changed the sums"
+        assert cp.array_equal(d.view(cp.uint16), unclustered.view(cp.uint16)), "the cluster changed the sums"

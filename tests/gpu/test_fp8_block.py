@@ -137,14 +137,14 @@ def test_block_fp8_mixed_formats(fa, fb):
 VARIANTS = [dict(_splits=3), dict(_splits=4, _block_n=64), dict(_block_n=64), dict(_block_n=64, _pingpong=True),
             dict(_block_n=64, _pingpong=True, _splits=2), dict(_cluster=2), dict(_cluster=(1, 2)),
             dict(_cluster=(1, 2), _block_n=64, _splits=2), dict(_cluster=2, _splits=3), dict(_group=1),
-            dict(_streamk=True), dict(_streamk=True, _block_n=64)]
+            dict(_streamk=True, _block_n=128), dict(_streamk=True, _block_n=64)]
 
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=str)
 def test_block_fp8_kernel_variants(kw):
     """Split-K (each split promotes its own k-blocks), 128x64 tiles, ping-pong,
     both cluster shapes with ghost tiles (9 x 9 tiles of 128: odd), stream-K
-    (81 tiles on all SMs: every tile in pieces, each promoting its own k-blocks)."""
+    (81 128x128 tiles on all SMs: every tile in pieces, each promoting its own k-blocks)."""
     import cupy as cp
     p = Problem(cp, 1100, 1100, 4096 + 80, seed=11)
     _check(cp, p.run(out_dtype=cp.float32, **kw), p.ref, p.ref_abs, "float32", f"block {kw}")
@@ -157,20 +157,24 @@ def test_block_fp8_small_m_runs_unswapped():
         _check(cp, p.run(), p.ref, p.ref_abs, "bfloat16", f"block small M = {m}")
 
 
-def test_block_fp8_tail_wave_split():
-    """One wave of 128x128 tiles plus an 11-tile tail split 8 ways (spread,
-    scheduler.TAIL_MAX_SPLITS): each split promotes its own k-blocks;
-    right against float64 and bit-identical when run again."""
+def test_block_fp8_tail_wave_split(monkeypatch):
+    """One wave of 128x128 tiles plus an 11-tile tail split 8 ways (forced: the cooperative 128x128 tile
+    without a cluster and the scheduler's split of the partial last wave, helpers.plan.tail_split; spread,
+    scheduler.TAIL_MAX_SPLITS): each split promotes its own k-blocks; right against float64 and
+    bit-identical when run again."""
     import cupy as cp
     from rawcoop import device
     from rawcoop.gemm import _plan_for
+    from helpers.plan import tail_split
+    tail_split(monkeypatch)
     p = Problem(cp, 1664, 1408, 8192, seed=31)
+    kw = dict(out_dtype=cp.float32, _block_n=128, _block_m=128, _cluster=1, _pingpong=False, _streamk=False)
     if device.info(0).sm_count == 132:
-        dec = _plan_for(p.a, p.b, scale_a=p.sa, scale_b=p.sb, scale_mode="block").decomposition
+        dec = _plan_for(p.a, p.b, scale_a=p.sa, scale_b=p.sb, scale_mode="block", **kw).decomposition
         assert (dec.tiles, dec.tiles_dp, dec.splits) == (143, 132, 8), dec
-    d1 = p.run(out_dtype=cp.float32)
+    d1 = p.run(**kw)
     _check(cp, d1, p.ref, p.ref_abs, "float32", "block tail split")
-    assert bool(cp.array_equal(d1, p.run(out_dtype=cp.float32))), "tail split reruns differ"
+    assert bool(cp.array_equal(d1, p.run(**kw))), "tail split reruns differ"
 
 
 def test_block_fp8_bit_identical_reruns():

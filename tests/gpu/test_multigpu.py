@@ -57,7 +57,7 @@ CASES = {
     "split_k": (256, 256, 8192, "float16", {"_splits": 2}),
     "cluster2": (1024, 512, 512, "bfloat16", {"_cluster": 2}),
     "ragged_n_returned": (300, 203, 96, "float16", {}),
-    "swap_ab_epilogue_out": (40, 520, 512, "float16", {"epilogue": True, "out": True}),
+    "swap_ab_epilogue_out": (40, 520, 512, "float16", {"_swap": True, "epilogue": True, "out": True}),
 }
 
 

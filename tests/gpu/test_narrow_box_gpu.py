@@ -1,15 +1,16 @@
-"""GPU: tiles between the multiples of 64 columns (``_block_n`` in configs.NARROW_BOX_NS, 128 rows,
+"""GPU: tiles between the multiples of 64 columns (``_block_n`` in NARROW_BOX_NS, 128 rows,
 16-bit inputs, K-major b; kernels/gemm.cu "Narrow boxes": the epilogue stores 32-byte-wide TMA boxes so
 that a partial 64-column chunk never writes into the next tile).  Against a float64 reference with
 NaN-poisoned outputs (a box stored past its tile, or one not stored, shows): every width, both 16-bit
 types, both A majornesses (layouts TN and NN: b = bt.T), ragged M/N/K (N under one tile, N between the
 chunks of one tile), split-K spread and chained, stream-K, 2x1 clusters, C row- and column-major with
 bias and activations, fp32 output (8-column boxes), batches, an output whose pitch TMA cannot store
-(the padded buffer); reruns bit-identical (helpers.run_twice)."""
+(the padded buffer); reruns bit-identical (helpers.run_twice).  Then tiles forced on shapes where the
+planner weighs them against others, each with the automatic plan too."""
 import pytest
 
 import helpers
-from helpers.plan import gc as configs
+from helpers.plan import gc
 
 pytestmark = pytest.mark.gpu
 
@@ -37,7 +38,7 @@ def _check(m, n, k, kw, layout, dt_name, block_n, seed):
     helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
-@pytest.mark.parametrize("block_n", configs.NARROW_BOX_NS)
+@pytest.mark.parametrize("block_n", gc.NARROW_BOX_NS)
 @pytest.mark.parametrize("shape, kw", SHAPES, ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_narrow_widths_bf16_tn(shape, kw, block_n):
     """Every width on every shape (bf16, both operands K-major)."""
@@ -90,93 +91,81 @@ def test_narrow_box_refusals():
         rawcoop.gemm(a, b, _block_n=176, _swap=True)
 
 
-def _check_auto(m, n, k, layout, dt_name, tile, seed, epilogue=None):
-    """The automatic plan (on a 132-SM GPU) is ``tile`` = (block_m, block_n, cluster), not swap-AB, and its
-    result is right against float64 and deterministic; ``epilogue`` = (C's order, activation): with
-    helpers.full_epilogue's C, alpha, beta and bias."""
+def _check_tile(m, n, k, layout, dt_name, tile, seed, epilogue=None):
+    """``tile`` = (block_m, block_n, cluster) forced (not swapped), and the automatic plan where the planner
+    chooses another configuration (helpers.plan.variant_runs): right against float64 and deterministic;
+    ``epilogue`` = (C's order, activation): with helpers.full_epilogue's C, alpha, beta and bias."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
+    from helpers.plan import variant_runs
     dt = helpers.dtype(dt_name)
     a, b = helpers.layout_operands(cp, m, n, k, dt, layout, seed)
     if epilogue:
         kw, ref = helpers.full_epilogue(cp, a, b, *epilogue, seed + 2)
     else:
         kw, ref = {}, a.astype(cp.float64) @ b.astype(cp.float64)
-    cfg = _plan_for(a, b, **kw).cfg
-    if device.info(0).sm_count == 132:
-        assert (cfg.block_m, cfg.block_n, cfg.cluster) == tile and not cfg.d_colmajor, cfg.spec.label
-    d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    helpers.assert_rel_err(cp, d, ref, TOL[dt_name])
-
-
-@pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
-@pytest.mark.parametrize("m, n, k, width", [(1024, 3584, 3584, 224), (8288, 688, 3008, 176)], ids=str)
-def test_auto_narrow_width(m, n, k, width, dt_name, layout):
-    """choose_narrow_width (NARROW_WIDTH_RATIO 0.95): the automatic plan of these shapes is 128xW (on a
-    132-SM GPU), right against float64 and deterministic."""
-    _check_auto(m, n, k, layout, dt_name, (128, width, (1, 1)), 51)
+    block_m, block_n, cluster = tile
+    for forced in variant_runs(a, b, dict(_block_m=block_m, _block_n=block_n, _cluster=cluster, _swap=False), **kw):
+        d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw, **forced)
+        helpers.assert_rel_err(cp, d, ref, TOL[dt_name])
 
 
 @pytest.mark.parametrize("dt_name, layout", [("bfloat16", "TN"), ("float16", "NN")])
 @pytest.mark.parametrize("m, n, k, tile", [
-    (2008, 416, 7040, (128, 208)),      # NARROW_OVER_128_RATIO: 128x208 split 4 over 128x128 split 2
-    (4176, 400, 4488, (128, 208)),      # ... split 2
-    (936, 2016, 11200, (128, 256)),     # ... 128x256 split 2
-    (6352, 392, 6272, (128, 208)),      # ... data-parallel over 128x128 stream-K
-    (3072, 528, 9216, (128, 176)),      # NARROW_OVER_128_STREAM_K: 128x176 stream-K over one round of 128x128
-    (432, 4712, 3856, (128, 160)),      # NARROW_OVER_TALL_RATIO: over 192x128 (D's pitch misaligned)
-    (2944, 792, 5920, (128, 160)),      # ... over 192x128
+    (1024, 3584, 3584, (128, 224)), (8288, 688, 3008, (128, 176)),
+    (2008, 416, 7040, (128, 208)), (4176, 400, 4488, (128, 208)),     # long K: split-K of narrow tiles
+    (936, 2016, 11200, (128, 256)), (6352, 392, 6272, (128, 208)),
+    (3072, 528, 9216, (128, 176)),                                    # stream-K of narrow tiles
+    (432, 4712, 3856, (128, 160)),                                    # D's pitch misaligned
+    (2944, 792, 5920, (128, 160)),
 ], ids=str)
-def test_auto_plans_narrow_over_128_and_tall(m, n, k, tile, dt_name, layout):
-    """The plans the narrow-width rules give (choose_narrow_width against long-K 128x128 and 192x128 choices; on a
-    132-SM GPU) right against float64 and deterministic."""
-    _check_auto(m, n, k, layout, dt_name, (*tile, (1, 1)), 53)
+def test_narrow_and_wide_tiles(m, n, k, tile, dt_name, layout):
+    """Tiles of a width between the multiples of 64 (and 128x256) on shapes where they compete with
+    128x128 and 192x128 tiles: forced, and the automatic plan, right against float64 and deterministic."""
+    _check_tile(m, n, k, layout, dt_name, (*tile, (1, 1)), 53)
 
 
 @pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
-    ("float16", "TT", 1064, 1512, 12968, (128, 256, (1, 1))),   # NARROW_OVER_128_MN_MAJOR_B: 128x256 split 2
-    ("bfloat16", "TT", 272, 2456, 15032, (128, 192, (1, 1))),   # ... 128x192 split 3
-    ("float16", "NT", 1856, 416, 8480, (128, 256, (1, 1))),     # ... 128x256 split 4
-    ("float16", "NN", 4752, 312, 1576, (128, 128, (2, 1))),     # CLUSTER_MN_MAJOR_A_MIN_M: 38 tile rows in pairs
+    ("float16", "TT", 1064, 1512, 12968, (128, 256, (1, 1))),   # N-major B, long K
+    ("bfloat16", "TT", 272, 2456, 15032, (128, 192, (1, 1))),
+    ("float16", "NT", 1856, 416, 8480, (128, 256, (1, 1))),
+    ("float16", "NN", 4752, 312, 1576, (128, 128, (2, 1))),     # M-major A: 38 tile rows in pairs
     ("bfloat16", "NN", 10424, 320, 1152, (128, 128, (2, 1))),   # ... 82 rows
-    ("float16", "NN", 5232, 376, 8280, (128, 128, (1, 1))),     # ... 41 rows (odd): no pairs
+    ("float16", "NN", 5232, 376, 8280, (128, 128, (1, 1))),     # ... 41 rows (odd)
 ], ids=str)
-def test_auto_plans_of_mn_major_operands(dt_name, layout, m, n, k, tile):
-    """The plans of the MN-major operand rules (on a 132-SM GPU: long-K 128x128 with an N-major B gives way to 128x192
-    / 128x256; NN 128x128 from M = 1536 over an even number of tile rows runs 2x1 clusters) right against
-    float64 and deterministic."""
-    _check_auto(m, n, k, layout, dt_name, tile, 59)
+def test_mn_major_operands(dt_name, layout, m, n, k, tile):
+    """MN-major operands (an N-major B at long K in 128x192 / 128x256 tiles; an M-major A in 2x1 pairs of
+    128x128 tiles): forced, and the automatic plan, right against float64 and deterministic."""
+    _check_tile(m, n, k, layout, dt_name, tile, 59)
 
 
 @pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
-    ("float16", "TT", 1344, 1008, 1760, (128, 128, (1, 1))),    # TALL_SPLIT_MIN_K_BLOCKS: not 192x192 x 3 splits
-    ("bfloat16", "TT", 1880, 672, 2336, (128, 128, (1, 1))),    # ... of 12.3 k-blocks
-    ("bfloat16", "NN", 640, 1928, 2592, (128, 256, (1, 1))),    # ... -> 128x256
-    ("float16", "NN", 560, 3376, 5976, (192, 192, (1, 1))),     # 2 splits of 47: stays 192x192
+    ("float16", "TT", 1344, 1008, 1760, (128, 128, (1, 1))),
+    ("bfloat16", "TT", 1880, 672, 2336, (128, 128, (1, 1))),
+    ("bfloat16", "NN", 640, 1928, 2592, (128, 256, (1, 1))),
+    ("float16", "NN", 560, 3376, 5976, (192, 192, (1, 1))),     # 192x192, split-K
 ], ids=str)
-def test_auto_plans_of_the_tall_split_floor(dt_name, layout, m, n, k, tile):
-    """The plans TALL_SPLIT_MIN_K_BLOCKS gives (on a 132-SM GPU: no 192-row tiles split into splits under 21 k-blocks)
-    right against float64 and deterministic."""
-    _check_auto(m, n, k, layout, dt_name, tile, 67)
+def test_tiles_at_short_split_k(dt_name, layout, m, n, k, tile):
+    """Shapes where 192-row tiles would split K into short shares: the tile forced, and the automatic
+    plan, right against float64 and deterministic."""
+    _check_tile(m, n, k, layout, dt_name, tile, 67)
 
 
 @pytest.mark.parametrize("dt_name, layout, m, n, k, tile", [
-    ("bfloat16", "TT", 2400, 856, 432, (192, 128, (1, 1))),     # MISALIGNED_SHORT_K_TALL_K_BLOCKS: misaligned
-    ("float16", "NT", 4568, 1008, 320, (192, 128, (1, 1))),     # ... pitch, K < 1024, the plan without the
-    ("float16", "NN", 424, 9840, 512, (192, 128, (1, 1))),      # ... rule 192x128: that plan
+    ("bfloat16", "TT", 2400, 856, 432, (192, 128, (1, 1))),     # misaligned pitches, K < 1024
+    ("float16", "NT", 4568, 1008, 320, (192, 128, (1, 1))),
+    ("float16", "NN", 424, 9840, 512, (192, 128, (1, 1))),
     ("bfloat16", "TN", 4216, 600, 296, (192, 128, (1, 1))),
-    ("bfloat16", "TT", 984, 2568, 1864, (128, 256, (2, 1))),    # K >= 1024: the rule's pair stays
+    ("bfloat16", "TT", 984, 2568, 1864, (128, 256, (2, 1))),    # misaligned pitches, K >= 1024
 ], ids=str)
-def test_auto_plans_of_the_misaligned_short_k_yield(dt_name, layout, m, n, k, tile):
-    """The plans MISALIGNED_SHORT_K_TALL_K_BLOCKS gives (on a 132-SM GPU: 16-bit misaligned pitches at
-    K < 1024 yield to the 192x128 plan) right against float64 and deterministic."""
-    _check_auto(m, n, k, layout, dt_name, tile, 71)
+def test_misaligned_short_k(dt_name, layout, m, n, k, tile):
+    """16-bit misaligned pitches at short K in 192x128 tiles (and at K >= 1024 in 128x256 pairs): forced,
+    and the automatic plan, right against float64 and deterministic."""
+    _check_tile(m, n, k, layout, dt_name, tile, 71)
 
 
 @pytest.mark.parametrize("c_order", ["C", "F"])
 def test_mn_major_a_pairs_with_epilogue(c_order):
-    """CLUSTER_MN_MAJOR_A_MIN_M's 2x1 pairs of NN 128x128 tiles with C, alpha, beta, bias and an activation
-    (a cluster kernel with an M-major A and the full epilogue) right against float64."""
-    _check_auto(4752, 312, 1576, "NN", "float16", (128, 128, (2, 1)), 61, epilogue=(c_order, "relu"))
+    """2x1 pairs of NN 128x128 tiles with C, alpha, beta, bias and an activation (a cluster kernel with an
+    M-major A and the full epilogue), and the automatic plan, right against float64."""
+    _check_tile(4752, 312, 1576, "NN", "float16", (128, 128, (2, 1)), 61, epilogue=(c_order, "relu"))

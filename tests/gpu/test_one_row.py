@@ -1,11 +1,7 @@
-"""GPU: the one-tile-row rule (configs.choose_block_n/choose_swap): M
-<= 128 and 128x64 tiles filling >= 90% of the SMs -> 128x64 tiles over the
-whole K (no split-K, no swap-AB for M <= 64), with A's TMA box trimmed to
-round8(M) lines when A is K-major; for 120 <= M <= 128, A K-major and
-8192 <= K <= 16384, the paired arrangement instead (swap-AB, 1x2 clusters).
-Checks that the heuristic picks that configuration here and that it is
-correct against float64 for every 16-bit layout, ragged M/N/K, an epilogue
-with C, and fp8 e4m3; outputs are poisoned first."""
+"""GPU: one tile row (M <= 128) of 128x64 tiles, not swapped (forced), with A's TMA box trimmed to
+round8(M) lines when A is K-major, without a cluster and in 1x2 clusters (A's half boxes), and the
+automatic plan (the planner's choice, often swap-AB here): correct against float64 for every 16-bit
+layout, ragged M/N/K, an epilogue with C, and fp8 e4m3; outputs are poisoned first."""
 import numpy as np
 import pytest
 
@@ -14,6 +10,14 @@ import helpers
 pytestmark = pytest.mark.gpu
 
 TOL = {"float16": 7e-4, "bfloat16": 5e-3}
+
+
+def _runs(a, b, **kw):
+    """The forced options of the runs: 128x64 tiles not swapped, without a cluster and in 1x2 clusters,
+    then none (the automatic plan) where it is another configuration (helpers.plan.variant_runs)."""
+    from helpers.plan import variant_runs
+    plain, paired = (dict(_block_n=64, _swap=False, _cluster=cluster) for cluster in (1, (1, 2)))
+    return variant_runs(a, b, plain, paired, **kw)
 
 
 @pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
@@ -26,14 +30,12 @@ TOL = {"float16": 7e-4, "bfloat16": 5e-3}
 def test_one_row_narrow_tiles(m, n, k, layout, dt_name):
     import cupy as cp
     import rawcoop
-    from rawcoop.gemm import _plan_for
     dt = helpers.dtype(dt_name)
     a, b = helpers.layout_operands(cp, m, n, k, dt, layout, 3)
-    plan = _plan_for(a, b)
-    assert plan.cfg.block_n in (64, 128, 192, 256)
-    d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
-    rawcoop.gemm(a, b, out=d)
-    helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+    for kw in _runs(a, b):
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(dt)
+        rawcoop.gemm(a, b, out=d, **kw)
+        helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
 def test_one_row_narrow_tiles_with_c_fp32_out():
@@ -42,10 +44,11 @@ def test_one_row_narrow_tiles_with_c_fp32_out():
     dt = helpers.dtype("bfloat16")
     a, b = helpers.layout_operands(cp, 100, 8192, 1496, dt, "TN", 5)
     c = helpers.rand(cp, (100, 8192), cp.float32, 9)
-    d = cp.full((100, 8192), float("nan"), dtype=cp.float32)
-    rawcoop.gemm(a, b, c=c, alpha=0.5, beta=-1.5, out=d, out_dtype=cp.float32)
     ref = 0.5 * (a.astype(cp.float64) @ b.astype(cp.float64)) - 1.5 * c
-    helpers.assert_rel_err(cp, d, ref, 2e-5)
+    for kw in _runs(a, b, c=c, beta=-1.5, out_dtype=cp.float32):
+        d = cp.full((100, 8192), float("nan"), dtype=cp.float32)
+        rawcoop.gemm(a, b, c=c, alpha=0.5, beta=-1.5, out=d, out_dtype=cp.float32, **kw)
+        helpers.assert_rel_err(cp, d, ref, 2e-5)
 
 
 @pytest.mark.parametrize("m", [1, 16, 64, 96, 100, 128])
@@ -53,7 +56,6 @@ def test_one_row_narrow_tiles_fp8(m):
     import cupy as cp
     import ml_dtypes
     import rawcoop
-    from rawcoop.gemm import _plan_for
     n, k = 8192, 2048
     rng = np.random.default_rng(m)
     a8 = rng.standard_normal((m, k)).astype(ml_dtypes.float8_e4m3fn)
@@ -61,10 +63,9 @@ def test_one_row_narrow_tiles_fp8(m):
     a = cp.asarray(a8.view(np.uint8))
     bt = cp.asarray(b8.view(np.uint8))
     kw = dict(a_format="e4m3", b_format="e4m3", scale_a=0.5, scale_b=3.0)
-    plan = _plan_for(a, bt.T, **kw)
-    assert plan.cfg.fp8
     bf = np.dtype(ml_dtypes.bfloat16)
-    d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(bf)
-    rawcoop.gemm(a, bt.T, out=d, **kw)
     ref = 1.5 * (cp.asarray(a8.astype(np.float64)) @ cp.asarray(b8.astype(np.float64)).T)
-    helpers.assert_rel_err(cp, d, ref, 5e-3)
+    for forced in _runs(a, bt.T, **kw):
+        d = cp.full((m, n), float("nan"), dtype=cp.float32).astype(bf)
+        rawcoop.gemm(a, bt.T, out=d, **kw, **forced)
+        helpers.assert_rel_err(cp, d, ref, 5e-3)

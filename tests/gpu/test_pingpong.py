@@ -91,7 +91,7 @@ def test_pingpong_swap_ab_column_major_d(m):
     a, b = _rand(cp, (m, 4096), dt, 9), _rand(cp, (4096, 3000), dt, 10)
     bias = _rand(cp, (3000,), cp.float32, 11)
     for splits in (None, 1, 4):
-        d = rawcoop.gemm(a, b, bias=bias, _pingpong=True, _splits=splits)
+        d = rawcoop.gemm(a, b, bias=bias, _pingpong=True, _swap=True, _splits=splits)
         helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + bias, 5e-3)
 
 
@@ -99,35 +99,29 @@ def test_pingpong_swap_ab_column_major_d(m):
     ("bfloat16", "TN", (1000, 5700, 2000)), ("float16", "NN", (2750, 2300, 1008)),
     ("bfloat16", "NT", (8190, 640, 1000)), ("float16", "TT", (1400, 4140, 1036))],
     ids=lambda v: v if isinstance(v, str) else "x".join(map(str, v)))
-def test_auto_pingpong_one_wave_short_k(dtype, layout, shape):
+def test_pingpong_one_to_two_waves_short_k(dtype, layout, shape):
     """Between one and two waves of 128x256 tiles with the second 20-80% full
-    and K <= 2048 (configs.PINGPONG_ONE_WAVE_K_BLOCKS), the
-    automatic plan is ping-pong 128x128 (on a 132-SM H100/H200), right
-    against float64 with a NaN-poisoned output, deterministic; with C, a
-    bias and an activation too.  The operands' padded pitches are multiples
-    of 32 bytes (an odd multiple of 16 takes configs.misaligned_pitch_config
-    instead: NN K = 1000 and TT 1400x4150x1030 would)."""
+    and K <= 2048: ping-pong 128x128 tiles, not swapped (forced), and the
+    automatic plan (the planner's choice), right against float64 with a
+    NaN-poisoned output, deterministic; with C, a bias and an activation
+    too (helpers.plan.variant_runs).  The operands' padded pitches are
+    multiples of 32 bytes."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
+    from helpers.plan import variant_runs
     m, n, k = shape
     dt = _dt(dtype)
     a, b = _operands(cp, layout, m, n, k, dt)
-    if device.info(0).sm_count == 132:
-        cfg = _plan_for(a, b).cfg
-        assert cfg.pingpong and (cfg.block_m, cfg.block_n) == (128, 128) and not cfg.d_colmajor, cfg.spec.label
     ref = a.astype(cp.float64) @ b.astype(cp.float64)
-    d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    helpers.assert_rel_err(cp, d, ref, _TOL[dtype])
     c = _padded(cp, (), m, n, dt, 5)             # TMA: C's rows 16-byte aligned
     bias = _rand(cp, (n,), cp.float32, 6)
-    kw = dict(c=c, alpha=0.5, beta=-1.25, bias=bias, activation="relu")
-    if device.info(0).sm_count == 132:
-        assert _plan_for(a, b, **kw).cfg.pingpong
-    d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw)
-    helpers.assert_rel_err(cp, d, activation64(cp, 0.5 * ref - 1.25 * c.astype(cp.float64) + bias, "relu"),
-                               _TOL[dtype])
+    epilogue = dict(c=c, alpha=0.5, beta=-1.25, bias=bias, activation="relu")
+    pingpong = dict(_pingpong=True, _block_m=128, _block_n=128, _swap=False)
+    with_epilogue = activation64(cp, 0.5 * ref - 1.25 * c.astype(cp.float64) + bias, "relu")
+    for kw, want in (({}, ref), (epilogue, with_epilogue)):
+        for forced in variant_runs(a, b, pingpong, **kw):
+            d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **kw, **forced)
+            helpers.assert_rel_err(cp, d, want, _TOL[dtype])
 
 
 def test_pingpong_cluster_pairs():
@@ -155,9 +149,11 @@ def test_last_tile_row_half_empty_many_units(kw):
     """M = 3000: the last tile row's second 64-row half is below M, so its
     chunks store nothing.  With many units per CTA that once let the next
     chunk rewrite a staging buffer while its TMA store still read it (wrong,
-    run-to-run different values in the last tile row's first half)."""
+    run-to-run different values in the last tile row's first half).  128-row
+    tiles, not swapped (forced)."""
     import cupy as cp
     import rawcoop
+    kw = dict(kw, _block_m=128, _swap=False)
     dt = _dt("bfloat16")
     a, b = _rand(cp, (3000, 1000), dt, 21), _rand(cp, (1000, 5000), dt, 22)
     first = rawcoop.gemm(a, b, **kw)

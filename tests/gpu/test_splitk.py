@@ -54,42 +54,53 @@ def test_many_rounds_of_split_units():
     a, b = _rand(cp, (2048, 4096), dt, 5), _rand(cp, (2048, 4096), dt, 6).T
     dec = _decomposition(2048, 2048, 4096, splits=4, block_n=128)     # 256 tiles (128x256 would give 128)
     assert dec.units > 4 * 132
-    d = rawcoop.gemm(a, b, _splits=4, _block_n=128)
+    d = rawcoop.gemm(a, b, _splits=4, _block_n=128, _block_m=128, _swap=False)
     _check(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), "float16")
 
 
-@pytest.mark.parametrize("shape,swap", [((1024, 1024, 65536), False), ((96, 4096, 8192), False),
-                                        ((1, 8192, 8192), True), ((16, 8192, 8192), True),
-                                        ((3000, 1000, 8192), False), ((1408, 1000, 24576), False),
-                                        ((512, 500, 32768), False), ((256, 250, 16384), False),
-                                        ((48, 1000, 16384), True)], ids=str)
-def test_auto_split_chosen_correct_and_bit_identical(shape, swap):
-    import cupy as cp
-    import rawcoop
-    from rawcoop.gemm import _plan_for
-    m, n, k = shape
-    dt = _dt("bfloat16")
-    a, b = _rand(cp, (m, k), dt, 7), _rand(cp, (n, k), dt, 8).T
-    kw = dict(_swap=True) if swap else {}        # small M runs un-swapped by default (one tile row)
-    plan = _plan_for(a, b, **kw)
-    dec = plan.decomposition
-    assert dec.splits > 1, f"expected the heuristic to split K for {shape}: {dec}"
-    assert plan.colmajor_d == swap
-    if shape == (1024, 1024, 65536):              # configs.wide_split_k_fits: 128x256, 4 splits, spread
-        assert plan.cfg.block_n == 256 and dec.splits == 4 and dec.spread(plan.grid[0])
-    if shape == (1408, 1000, 24576):              # wide_split_k_fits (a): 44 128x256 tiles in 3 splits, one round
-        assert plan.cfg.block_n == 256 and dec.splits == 3 and dec.units == 132 and dec.spread(plan.grid[0])
-    if shape == (512, 500, 32768):                # one round of up to 8 splits (scheduler.ONE_ROUND_MAX_SPLITS)
-        assert plan.cfg.block_n == 128 and dec.splits == 8 and dec.spread(plan.grid[0])
-    if shape == (256, 250, 16384):                # 4 tiles: 16 splits (scheduler.FEW_TILES_MAX_SPLITS), one round
-        assert plan.cfg.block_n == 128 and dec.splits == 16 and dec.units == 64 and dec.spread(plan.grid[0])
-    if shape == (48, 1000, 16384):                # swap-AB, 8 tiles of 128x64: 8 splits of >= 32 k-blocks
-        assert plan.cfg.block_n == 64 and dec.splits == 8 and dec.tiles == 8
+def _runs_bit_identical(cp, rawcoop, a, b, ref, **kw):
+    """``rawcoop.gemm(a, b, **kw)`` right against ``ref`` and bit-identical over ten reruns."""
     first = rawcoop.gemm(a, b, **kw)
-    _check(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), "bfloat16")
+    _check(cp, first, ref, "bfloat16")
     for _ in range(10):
         again = rawcoop.gemm(a, b, **kw)
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "split-K result changed between runs"
+
+
+@pytest.mark.parametrize("shape,swap,block_n,splits", [
+    ((1024, 1024, 65536), False, 256, 4),    # 32 tiles in one round
+    ((96, 4096, 8192), False, 128, 4),
+    ((1, 8192, 8192), True, 64, 2), ((16, 8192, 8192), True, 64, 2),
+    ((3000, 1000, 8192), False, 128, 2),     # a wave of 132 tiles, the 60-tile tail split in two
+    ((1408, 1000, 24576), False, 256, 3),    # 44 tiles in 3 splits: 132 units, one round
+    ((512, 500, 32768), False, 128, 8),      # one round of up to 8 splits (scheduler.ONE_ROUND_MAX_SPLITS)
+    ((256, 250, 16384), False, 128, 16),     # 4 tiles: 16 splits (scheduler.FEW_TILES_MAX_SPLITS), one round
+    ((48, 1000, 16384), True, 64, 8),        # swap-AB, 8 tiles of 128x64: 8 splits of >= 32 k-blocks
+], ids=str)
+def test_scheduler_split_correct_and_bit_identical(monkeypatch, shape, swap, block_n, splits):
+    """The automatic plan (the planner's choice), then the scheduler's own split-K with the tile forced
+    (128 x ``block_n`` cooperative, no cluster, orientation ``swap``; helpers.plan.tail_split): right
+    against float64 and bit-identical over ten reruns; on 132 SMs the split count is the scheduler's, reduced
+    spread."""
+    import cupy as cp
+    import rawcoop
+    from rawcoop import device
+    from rawcoop.gemm import _plan_for
+    from helpers.plan import tail_split
+    m, n, k = shape
+    dt = _dt("bfloat16")
+    a, b = _rand(cp, (m, k), dt, 7), _rand(cp, (n, k), dt, 8).T
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    helpers.assert_planner_choice(_plan_for(a, b))
+    _runs_bit_identical(cp, rawcoop, a, b, ref)
+    tail_split(monkeypatch)
+    forced = dict(_block_m=128, _block_n=block_n, _swap=swap, _cluster=1, _pingpong=False, _streamk=False)
+    plan = _plan_for(a, b, **forced)
+    dec = plan.decomposition
+    assert dec.splits > 1 and plan.colmajor_d == swap and plan.cfg.block_n == block_n, (plan.cfg.spec.label, dec)
+    if device.info(0).sm_count == 132:
+        assert dec.splits == splits and dec.spread(plan.grid[0]), dec
+    _runs_bit_identical(cp, rawcoop, a, b, ref, **forced)
 
 
 def test_split_batched_and_fp32_out_and_c_colmajor():
@@ -177,35 +188,37 @@ def test_spread_reduction_matches_chain_and_reference(m, n, k, dt_name, opts):
     helpers.assert_rel_err(cp, runs[0], chain.astype(cp.float64), tol)
 
 
-@pytest.mark.parametrize("kind,shape,splits", [
-    ("bfloat16", (1792, 2560, 10240), 16),    # 128x256 (forced: the automatic plan is 128x160
-                                              # stream-K): one wave + 8 tail tiles in 16 splits (128 units)
-    ("float16", (320, 6016, 11264), 14),      # 128x128 (forced: the automatic plan is 128x160
-                                              # data-parallel): 9 tail tiles, 132 // 9 splits
-    ("e4m3", (640, 6720, 12288), 12),         # 3 tail tiles, 96 k-blocks // 8
-    ("tf32", (3136, 1024, 6144), 16),         # 192x128 tiles, three consumers' slots per split
+@pytest.mark.parametrize("kind,shape,tile,splits", [
+    ("bfloat16", (1792, 2560, 10240), (128, 256), 16),    # one wave + 8 tail tiles in 16 splits (128 units)
+    ("float16", (320, 6016, 11264), (128, 128), 14),      # 9 tail tiles, 132 // 9 splits
+    ("e4m3", (640, 6720, 12288), (128, 256), 12),         # 3 tail tiles, 96 k-blocks // 8
+    ("tf32", (3136, 1024, 6144), (192, 128), 16),         # 192x128 tiles, three consumers' slots per split
 ], ids=str)
-def test_tail_wave_split_spread(kind, shape, splits):
+def test_tail_wave_split_spread(monkeypatch, kind, shape, tile, splits):
     """After a full wave the partial last wave's few tiles split up to
-    scheduler.TAIL_MAX_SPLITS ways, reduced spread: right against
-    float64 of the exact inputs, NaN-poisoned, bit-identical when run again;
-    with C, a bias and an activation too."""
+    scheduler.TAIL_MAX_SPLITS ways, reduced spread (forced: the cooperative
+    ``tile`` without a cluster, not swapped, and the scheduler's split of the
+    partial last wave, helpers.plan.tail_split): right against float64 of the
+    exact inputs, NaN-poisoned, bit-identical when run again; with C, a bias
+    and an activation too."""
     import cupy as cp
     import rawcoop
     from rawcoop import device
     from rawcoop.gemm import _plan_for
     from helpers.lowp import lowp_operands
+    from helpers.plan import tail_split
     m, n, k = shape
     if kind in ("bfloat16", "float16"):
         dt = _dt(kind)
         a, b = _rand(cp, (m, k), dt, 21), _rand(cp, (n, k), dt, 22).T
         a64, b64, extra, tol = a.astype(cp.float64), b.astype(cp.float64), {}, TOL[kind]
-        extra = dict(_block_n=256 if kind == "bfloat16" else 128)
     else:
         a, b, a64, b64, extra, tols = lowp_operands(cp, kind, m, n, k, 23, (0.75, 1.5))
         dt = cp.dtype(cp.float32) if kind == "tf32" else _dt("bfloat16")
         extra = dict(extra, out_dtype=dt)
         tol = tols["float32" if kind == "tf32" else "bfloat16"]
+    tail_split(monkeypatch)
+    extra.update(_block_m=tile[0], _block_n=tile[1], _swap=False, _cluster=1, _pingpong=False, _streamk=False)
     plan = _plan_for(a, b, **extra)
     dec = plan.decomposition
     if device.info(0).sm_count == 132:

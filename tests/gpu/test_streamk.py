@@ -49,7 +49,7 @@ def test_stream_k_vs_float64(m, n, k, block_n, dt_name):
     dt = helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 3)
     d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)      # poisoned: unwritten tiles show
-    rawcoop.gemm(a, b, out=d, _streamk=True, _block_n=block_n)
+    rawcoop.gemm(a, b, out=d, _streamk=True, _block_n=block_n, _block_m=128, _swap=False)
     helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
@@ -88,29 +88,31 @@ def test_stream_k_bit_identical_reruns_and_close_to_data_parallel():
     for _ in range(10):
         again = rawcoop.gemm(a, b, _streamk=True)
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "stream-K result changed between runs"
-    dp = rawcoop.gemm(a, b)
+    dp = rawcoop.gemm(a, b, _splits=1)
     helpers.assert_rel_err(cp, first, dp.astype(cp.float64), 5e-3)
 
 
 @pytest.mark.parametrize("m,n,k,dt_name", [(4096, 8192, 8192, "bfloat16"), (1792, 3840, 8192, "float16")])
-def test_stream_k_chosen_by_default_is_bit_identical_and_correct(m, n, k, dt_name):
-    """Where configs.choose_stream_k picks stream-K by default (7 or 1
-    full waves of 128x256 tiles, the last 59-76% full), the plan has it, the
-    result matches float64, and 10 reruns are bit-identical."""
+def test_stream_k_wide_tiles_and_the_automatic_plan_bit_identical(m, n, k, dt_name):
+    """7 or 1 full waves of 128x256 tiles, the last 59-76% full: stream-K
+    128x256 tiles, not swapped (forced), and the automatic plan (the
+    planner's choice); each matches float64 and 10 reruns are bit-identical."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
     from rawcoop.gemm import _plan_for
     dt = helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 13)
-    if device.info(0).sm_count == 132:          # (the rule's tile counts are for the H100/H200 SXM)
-        plan = _plan_for(a, b)
-        assert plan.cfg.stream_k and plan.decomposition.sk_ctas, (plan.cfg.spec.label, plan.decomposition)
-    first = rawcoop.gemm(a, b)
-    helpers.assert_rel_err(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
-    for _ in range(10):
-        again = rawcoop.gemm(a, b)
-        assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "stream-K result changed between runs"
+    ref = a.astype(cp.float64) @ b.astype(cp.float64)
+    streamk = dict(_streamk=True, _block_m=128, _block_n=256, _swap=False)
+    plan = _plan_for(a, b, **streamk)
+    assert plan.cfg.stream_k and plan.cfg.block_n == 256 and plan.decomposition.sk_ctas, plan.decomposition
+    helpers.assert_planner_choice(_plan_for(a, b))
+    for kw in (streamk, {}):
+        first = rawcoop.gemm(a, b, **kw)
+        helpers.assert_rel_err(cp, first, ref, TOL[dt_name])
+        for _ in range(10):
+            again = rawcoop.gemm(a, b, **kw)
+            assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), f"result changed between runs {kw}"
 
 
 # ---------------------------------------------------------------- ping-pong stream-K
@@ -133,7 +135,7 @@ def test_pingpong_stream_k_vs_float64(m, n, k, dt_name):
     dt = helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 21)
     d = cp.full((m, n), cp.nan, dtype=cp.float32).astype(dt)
-    rawcoop.gemm(a, b, out=d, _pingpong=True, _streamk=True, _block_n=128)
+    rawcoop.gemm(a, b, out=d, _pingpong=True, _streamk=True, _block_n=128, _swap=False)
     helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
@@ -167,6 +169,6 @@ def test_pingpong_stream_k_bit_identical_reruns_and_close_to_data_parallel(m, n,
     for _ in range(10):
         again = rawcoop.gemm(a, b, _pingpong=True, _streamk=True, _block_n=128)
         assert cp.array_equal(again.view(cp.uint16), first.view(cp.uint16)), "result changed between runs"
-    dp = rawcoop.gemm(a, b, _pingpong=True, _streamk=False, _block_n=128)
+    dp = rawcoop.gemm(a, b, _pingpong=True, _streamk=False, _splits=1, _block_n=128)
     helpers.assert_rel_err(cp, first, dp.astype(cp.float64), TOL[dt_name])
     helpers.assert_rel_err(cp, first, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])

@@ -164,7 +164,7 @@ def test_threads_with_their_own_streams():
 CAPTURE_CASES = {
     # name: (m, n, k, dtype, gemm kwargs, epilogue operands, out given)
     "data_parallel": (520, 776, 1000, "bfloat16", {"_splits": 1}, False, False),
-    "heuristic": (520, 776, 1000, "float16", {}, False, False),       # the tail-wave split-K rule applies
+    "automatic": (520, 776, 1000, "float16", {}, False, False),       # the planner's choice
     "split_k": (256, 256, 8192, "float16", {"_splits": 2}, False, False),
     "split_k_out_epilogue": (256, 256, 8192, "bfloat16", {"_splits": 2}, True, True),
     "swap_ab_out": (48, 520, 1024, "float16", {}, True, True),
@@ -315,20 +315,35 @@ def test_first_split_k_on_a_stream_inside_capture_raises_then_works_after_one_ru
     _check(cp, d, _reference(cp, a, bt.T), "bfloat16")
 
 
-@pytest.mark.parametrize("shape", [(256, 4096, 8192), (4096, 8192, 8192)], ids=["auto-split-k", "auto-stream-k"])
-def test_automatic_split_or_stream_k_inside_capture_falls_back_to_data_parallel(shape):
+# Shapes whose automatic plan may split K or run stream-K (the first one where the planner chooses it runs).
+AUTOMATIC_WORKSPACE = {"split-k": [(256, 4096, 8192), (512, 2048, 8192), (256, 2048, 4096), (1024, 1024, 8192)],
+                       "stream-k": [(3136, 4176, 8192), (480, 10896, 8192), (3904, 1320, 16384)]}
+
+
+def _automatic_workspace_shape(cp, kind):
+    """(M, N, K, a, bt) of the first AUTOMATIC_WORKSPACE[kind] shape whose automatic plan (the planner's
+    choice) is split-K or stream-K as ``kind`` says; the test skips where the planner chooses neither."""
+    from rawcoop.gemm import _plan_for
+    dt = _dt("bfloat16")
+    for m, n, k in AUTOMATIC_WORKSPACE[kind]:
+        a, bt = _rand(cp, (m, k), dt, 3), _rand(cp, (n, k), dt, 4)
+        plan = _plan_for(a, bt.T)
+        dec = plan.decomposition
+        if plan.ws_flags and (dec.sk_ctas > 0) == (kind == "stream-k"):
+            return m, n, k, a, bt
+    pytest.skip(f"the planner chooses no {kind} plan for {AUTOMATIC_WORKSPACE[kind]}")
+
+
+@pytest.mark.parametrize("kind", list(AUTOMATIC_WORKSPACE))
+def test_automatic_split_or_stream_k_inside_capture_falls_back_to_data_parallel(kind):
     """Split-K / stream-K chosen by rawcoop itself, first call on a stream
     inside capture (no workspace there yet): the data-parallel kernel is
     captured instead, no workspace is created, and the replay is correct."""
     import cupy as cp
     import rawcoop
     from rawcoop import workspace
-    from rawcoop.gemm import _plan_for
-    m, n, k = shape
-    dt = _dt("bfloat16")
-    a, bt = _rand(cp, (m, k), dt, 3), _rand(cp, (n, k), dt, 4)
-    plan = _plan_for(a, bt.T)
-    assert plan.ws_flags, f"expected split-K or stream-K by default for {shape}: {plan.decomposition}"
+    m, n, k, a, bt = _automatic_workspace_shape(cp, kind)
+    dt = a.dtype
     warm_s, s = _stream(cp), _stream(cp)
     with warm_s:                      # the data-parallel kernel's module is loaded outside the capture
         rawcoop.gemm(a, bt.T, _splits=1)

@@ -1,5 +1,6 @@
 """GPU: 192-row ("tall") tiles - three consumer warpgroups of 64 rows each
-(``_block_m=192``, and configs.choose_tall's automatic choice).  Against
+(``_block_m=192``; also where the planner weighs them against 128-row tiles,
+with the automatic plan too).  Against
 a float64 reference with NaN-poisoned outputs: four layouts, both 16-bit
 types, 192- and 128-wide tiles, ragged M/N/K (M not a multiple of 192, N under
 one tile), C row- and column-major with bias and activations, fp32 output,
@@ -31,12 +32,13 @@ def _operands(cp, m, n, k, dt, layout, seed, batch=None):
     (1536, 768, 8192, dict(_splits=4)), (500, 700, 40000, dict(_splits=5)), (2500, 2100, 1000, dict(_splits=3)),
 ], ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
 def test_tall_tiles(m, n, k, kw, layout, dt_name):
-    """Forced 192-row tiles: ragged shapes, both widths, split-K in one round
-    (spread; 1536x768 4 splits of 32 tiles, 500x700 5 of 12) and over rounds
-    (2500x2100: 143 tiles x 3 splits, the serial chain)."""
+    """Forced 192-row tiles, not swapped, 192 wide unless 128 is forced: ragged
+    shapes, both widths, split-K in one round (spread; 1536x768 4 splits of 32
+    tiles, 500x700 5 of 12) and over rounds (2500x2100: 154 tiles x 3 splits)."""
     import cupy as cp
     import rawcoop
     from rawcoop.gemm import _plan_for
+    kw = {"_block_n": 192, "_swap": False, **kw}
     dt = helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, layout, 11)
     plan = _plan_for(a, b, _block_m=192, **kw)
@@ -79,30 +81,26 @@ def test_tall_tiles_batched_and_swapped():
     helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL["float16"])
     a, b = _operands(cp, 48, 3000, 2000, dt, "TN", 33)
     bias = helpers.rand(cp, (3000,), cp.float32, 35)
-    d = helpers.run_twice(cp, rawcoop, a, b, (48, 3000), dt, bias=bias, _block_m=192)
+    d = helpers.run_twice(cp, rawcoop, a, b, (48, 3000), dt, bias=bias, _block_m=192, _swap=True)
     helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64) + bias, TOL["float16"])
 
 
 @pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
 @pytest.mark.parametrize("shape, block_n", [((1536, 1536, 4096), 192), ((768, 1536, 32768), 192),
                                             ((1536, 1024, 16384), 128)], ids=str)
-def test_auto_tall_tiles(shape, block_n, dt_name):
-    """configs.choose_tall: the plan picks 192-row tiles here (split-K in
-    one round where the tiles are few), and the result is right and
-    deterministic."""
+def test_tall_tiles_and_the_automatic_plan(shape, block_n, dt_name):
+    """192 x ``block_n`` tiles, not swapped (forced; split-K in one round
+    where the tiles are few), and the automatic plan (the planner's choice)
+    where it is another configuration: right and deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from helpers.plan import gc as configs
-    from rawcoop.gemm import _plan_for
+    from helpers.plan import variant_runs
     m, n, k = shape
     dt = helpers.dtype(dt_name)
     a, b = _operands(cp, m, n, k, dt, "TN", 41)
-    plan = _plan_for(a, b)
-    if device.info(0).sm_count == 132:          # (the rule's model depends on the SM count)
-        assert (plan.cfg.block_m, plan.cfg.block_n) == (configs.TALL_BLOCK_M, block_n), plan.cfg.spec.label
-    d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt)
-    helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
+    for forced in variant_runs(a, b, dict(_block_m=192, _block_n=block_n, _swap=False)):
+        d = helpers.run_twice(cp, rawcoop, a, b, (m, n), dt, **forced)
+        helpers.assert_rel_err(cp, d, a.astype(cp.float64) @ b.astype(cp.float64), TOL[dt_name])
 
 
 @pytest.mark.parametrize("kind", ["tf32", "e4m3", "e4m3xe5m2"])
@@ -132,18 +130,16 @@ def test_tall_tiles_tf32_fp8(kind, m, n, k, kw):
 
 
 @pytest.mark.parametrize("kind", ["tf32", "e4m3"])
-def test_auto_tall_tiles_tf32_fp8(kind):
-    """choose_tall for tf32 and per-tensor fp8: 1536x1536x4096
-    runs 192x192 by itself; right and deterministic."""
+def test_tall_tiles_and_the_automatic_plan_tf32_fp8(kind):
+    """tf32 and per-tensor fp8, 1536x1536x4096: 192x192 tiles, not swapped
+    (forced), and the automatic plan where it is another configuration;
+    right and deterministic."""
     import cupy as cp
     import rawcoop
-    from rawcoop import device
-    from rawcoop.gemm import _plan_for
+    from helpers.plan import variant_runs
     m, n, k = 1536, 1536, 4096
     a, b, a64, b64, extra, tol = lowp_operands(cp, kind, m, n, k, 61, (0.5, 4.0))
     ref, out = a64 @ b64, cp.float32 if kind == "tf32" else helpers.dtype("bfloat16")
-    plan = _plan_for(a, b, **extra)
-    if device.info(0).sm_count == 132:
-        assert (plan.cfg.block_m, plan.cfg.block_n) == (192, 192), plan.cfg.spec.label
-    d = helpers.run_twice(cp, rawcoop, a, b, (m, n), out, **extra)
-    helpers.assert_rel_err(cp, d, ref, tol["float32" if kind == "tf32" else "bfloat16"])
+    for forced in variant_runs(a, b, dict(_block_m=192, _block_n=192, _swap=False), **extra):
+        d = helpers.run_twice(cp, rawcoop, a, b, (m, n), out, **extra, **forced)
+        helpers.assert_rel_err(cp, d, ref, tol["float32" if kind == "tf32" else "bfloat16"])

@@ -45,16 +45,20 @@ def test_tune_persists_and_gemm_uses_the_winner(tmp_path, monkeypatch, capsys):
     gemm_mod._PLANS.clear()
 
 
-def test_tune_times_tall_candidates_and_a_stored_tall_choice_is_used(tmp_path, monkeypatch):
-    """For 16-bit M > 128 tune also times 192-row tiles (each checked against
-    the default's output); a stored 192-row winner is what gemm then runs."""
+def test_tune_times_the_shortlist_and_a_stored_tall_choice_is_used(tmp_path, monkeypatch):
+    """tune times the planner's shortlist (its choice and the cost model's
+    cheapest candidates: rawcoop/plan/select.py tuning_candidates), every
+    one running and matching the default's output; a stored 192-row winner
+    is what gemm then runs."""
     import cupy as cp
     import rawcoop
     from rawcoop import tuning
+    from rawcoop.plan.select import tuning_candidates
     gemm_mod, a, b = _fresh(tmp_path, monkeypatch, 400, 520, 2048, 1)
     res = rawcoop.tune(a, b, iters=2, persist=False)
-    tall = [r for r in res["results"] if r.get("block_m") == 192]
-    assert len(tall) == 24 and all(r["us"] is not None for r in tall), tall
+    want = tuning_candidates(gemm_mod._plan_for(a, b).problem)
+    assert [{key: r[key] for key in want[0]} for r in res["results"]] == want, res["results"]
+    assert all(r["us"] is not None for r in res["results"]), res["results"]
     sig = gemm_mod._plan_for(a, b).signature
     tuning._load()[sig] = dict(block_n=128, group=4, swap=False, splits=2, pingpong=False, streamk=None,
                                block_m=192)

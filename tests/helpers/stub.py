@@ -11,7 +11,6 @@ import ml_dtypes
 import numpy as np
 
 from rawcoop import tma
-from helpers.plan import gc as gc
 
 G = importlib.import_module("rawcoop.gemm_plan")     # the plan machinery behind rawcoop.gemm
 
@@ -107,18 +106,3 @@ def tn(m, n, k, dt_a, dt_b=None, batch=None):
     return a, b
 
 
-def auto_cluster(m, n, k, batch=1, **kw):
-    """plan_config of a bf16 problem (K-major operands, bf16 out, plain epilogue) on 132 SMs, ``kw`` overriding."""
-    args = dict(kinds=(gc.BF16, gc.BF16), kmajor=(True, True), out_name="bfloat16", use_c=False, c_rowmajor=True,
-                bias_kind=0, activation=None, block=False)
-    args.update(kw)
-    return gc.plan_config(m, n, k, batch, 132, **args)
-
-
-def without_lowp_pingpong_rules(monkeypatch):
-    """tf32 and fp8 out of choose_block_n's ping-pong rules
-    (PINGPONG_WAVES_K_BLOCKS, PINGPONG_ONE_WAVE_K_BLOCKS): the plans without
-    low-precision ping-pong, against which the swap and tall rules' tf32 / fp8
-    cases were measured."""
-    for name in ("PINGPONG_WAVES_K_BLOCKS", "PINGPONG_ONE_WAVE_K_BLOCKS"):
-        monkeypatch.setattr(gc, name, {kind: v for kind, v in getattr(gc, name).items() if kind in (gc.FP16, gc.BF16)})
