@@ -112,17 +112,15 @@ def regret(ms: list, co: cost.Coefficients) -> dict:
 def coverage(ms: list, co: cost.Coefficients) -> dict:
     """The planner over the whole candidate space (rawcoop/plan/select.py with these coefficients): for how
     many shapes its choice was among the measured candidates, and its regret on those."""
-    from rawcoop.plan.select import pick, ranked
+    from rawcoop.plan.select import pick, point_of, ranked
     by_row = {}
     for m in ms:
         by_row.setdefault(m.row, []).append(m)
     regrets = []
     for row in by_row.values():
         c = pick(ranked(row[0].problem, co=co))
-        key = (c.cfg.block_m, c.cfg.block_n, c.cfg.cluster, c.cfg.pingpong, c.cfg.stream_k, c.cfg.d_colmajor, c.dec)
-        hit = [m.us for m in row if (m.candidate.cfg.block_m, m.candidate.cfg.block_n, m.candidate.cfg.cluster,
-                                      m.candidate.cfg.pingpong, m.candidate.cfg.stream_k, m.candidate.cfg.d_colmajor,
-                                      m.candidate.dec) == key]
+        key = (point_of(c.cfg), c.dec)
+        hit = [m.us for m in row if (point_of(m.candidate.cfg), m.candidate.dec) == key]
         if hit:
             regrets.append(hit[0] / min(m.us for m in row))
     x = np.array(regrets)

@@ -41,13 +41,7 @@ class Forced:
             raise ValueError("_streamk=True takes no _splits: stream-K shares the last wave's k-blocks itself")
 
     def matches(self, cfg: GemmConfig) -> bool:
-        return ((self.block_n is None or cfg.block_n == self.block_n)
-                and (self.block_m is None or cfg.block_m == self.block_m)
-                and (self.swap is None or cfg.d_colmajor == bool(self.swap))
-                and (self.cluster is None or cfg.cluster == cluster_dims(self.cluster))
-                and (self.pingpong is None or cfg.pingpong == bool(self.pingpong))
-                and (self.streamk is None or cfg.stream_k == bool(self.streamk))
-                and (self.splits is None or not cfg.stream_k))
+        return self.point_matches(point_of(cfg)) and (self.splits is None or not cfg.stream_k)
 
     def point_matches(self, point) -> bool:
         swap, block_m, block_n, cluster, pingpong, stream_k = point
@@ -63,6 +57,11 @@ class Forced:
 
 
 FREE = Forced()
+
+
+def point_of(cfg: GemmConfig) -> tuple:
+    """A configuration's point of the candidate space (candidates.enumerate_candidates' order)."""
+    return cfg.d_colmajor, cfg.block_m, cfg.block_n, cfg.cluster, cfg.pingpong, cfg.stream_k
 RESOLUTION = 0.01
 """Candidates modelled within this share of the cheapest are ties (the model's error is larger: an RMS of
 about 11% on the validation shapes, docs/planner.md); a tie goes to the candidate with the fewest departures
